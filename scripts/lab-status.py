@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Prints the lab table (node, container, role, epoch, primary, client address, how to
+connect) from each node's elector API (http://127.0.0.1:930i/status) and `docker inspect`.
+With --wait SECS, polls until a primary is elected (one node reports role=primary, not
+fenced, and at least a quorum of the nodes whose API answers agree on it), then prints the
+table; exits 1 with a clear message on timeout.
+
+Standard library only (python3 >= 3.7)."""
+import argparse
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+
+API_BASE = 9300
+CLIENT_BASE = 6000
+CONTAINER = "elector-lab-n{}"
+
+
+def container_state(i):
+    try:
+        out = subprocess.run(
+            ["docker", "inspect", "-f",
+             "{{.State.Status}} {{if .State.Health}}{{.State.Health.Status}}{{end}}",
+             CONTAINER.format(i)],
+            capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    if out.returncode != 0:
+        return "absent"
+    parts = out.stdout.split()
+    if len(parts) == 2 and parts[0] == "running":
+        return "up/" + parts[1]       # up/healthy, up/starting, up/unhealthy
+    return parts[0] if parts else "?"
+
+
+def fetch_status(i, timeout=1.0):
+    url = "http://127.0.0.1:{}/status".format(API_BASE + i)
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return json.loads(r.read().decode())
+    except Exception as e:  # noqa: BLE001 - any failure = no answer
+        return {"_error": type(e).__name__}
+
+
+def snapshot(n):
+    rows = []
+    for i in range(1, n + 1):
+        st = fetch_status(i)
+        rows.append((i, container_state(i), st))
+    return rows
+
+
+def elected(rows, n):
+    """The elected primary's id, or None."""
+    quorum = n // 2 + 1
+    answered = [st for _, _, st in rows if "_error" not in st]
+    primaries = [st for st in answered if st.get("role") == "primary" and not st.get("fenced", False)]
+    if len(primaries) != 1:
+        return None
+    pid = primaries[0].get("node_id")
+    agree = [st for st in answered if st.get("node_id") == pid or st.get("primary") == pid]
+    return pid if len(agree) >= quorum else None
+
+
+def table(rows):
+    head = ["NODE", "CONTAINER", "ROLE", "EPOCH", "PRIMARY", "FENCED", "DATA NODE", "CLIENT", "CONNECT"]
+    lines = []
+    for i, cstate, st in rows:
+        if "_error" in st:
+            role, epoch, prim, fenced, data = "-", "-", "-", "-", "(no API answer)"
+        else:
+            role = str(st.get("role", "?"))
+            epoch = str(st.get("epoch", "?"))
+            prim = str(st.get("primary") or "-")
+            fenced = "yes" if st.get("fenced") else "no"
+            dn = st.get("data_node") or {}
+            if dn.get("reachable", True) is False:
+                data = "unreachable"
+            else:
+                data = "{} {}".format(dn.get("kind", ""), dn.get("role", "?")).strip()
+        lines.append(["n{}".format(i), cstate, role, epoch, prim, fenced, data,
+                      "127.0.0.1:{}".format(CLIENT_BASE + i),
+                      "redis-cli -p {}".format(CLIENT_BASE + i)])
+    widths = [max(len(r[c]) for r in [head] + lines) for c in range(len(head))]
+    fmt = "  ".join("{:<%d}" % w for w in widths)
+    out = [fmt.format(*head)] + [fmt.format(*r) for r in lines]
+    return "\n".join(s.rstrip() for s in out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, required=True, help="number of lab nodes")
+    ap.add_argument("--wait", type=float, default=0, help="seconds to wait for an elected primary")
+    ap.add_argument("--json", action="store_true", help="print the raw /status documents")
+    a = ap.parse_args()
+
+    if a.wait > 0:
+        deadline = time.monotonic() + a.wait
+        start = time.monotonic()
+        while True:
+            rows = snapshot(a.n)
+            pid = elected(rows, a.n)
+            if pid:
+                print("lab: primary {} elected ({:.1f}s of waiting)".format(pid, time.monotonic() - start))
+                break
+            if time.monotonic() >= deadline:
+                print(table(rows))
+                print("lab: ERROR: no primary elected within {:.0f}s (see the table above and "
+                      "`docker logs elector-lab-nI`)".format(a.wait), file=sys.stderr)
+                return 1
+            time.sleep(0.5)
+    else:
+        rows = snapshot(a.n)
+        pid = elected(rows, a.n)
+    if a.json:
+        print(json.dumps({"n{}".format(i): st for i, _, st in rows}, indent=2))
+    else:
+        print(table(rows))
+        if not a.wait:
+            print("primary: {}".format(pid or "none elected (or no quorum agrees)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Drives the docker-compose labs (compose/lab-{2,3,5}.yml). Used by the Justfile:
+#   lab.sh up [N] [BACKEND]   build missing images, start, wait for an elected primary, print the table
+#   lab.sh down               remove the lab's containers, network and volumes (whatever N was)
+#   lab.sh status [--json]    the table
+#   lab.sh kill|start|pause|unpause|partition NODE      (NODE = n1 or 1)
+#   lab.sh heal               drop every partition rule, unpause every node
+# The running lab's N/backend/subnet are remembered in .lab/state (gitignored).
+# Env: LAB_UP_TIMEOUT (s, default 90), LAB_SUBNET_PREFIX (default 10.77.0), BACKEND,
+#      ELECTOR_BIN, HB_INTERVAL_MS, DOWN_AFTER_MS, ELECTION_TIMEOUT_MS, BACKOFF_MIN_MS,
+#      BACKOFF_MAX_MS, ELECTOR_EXTRA_YAML (passed to the containers), SKIP_BUILD=1.
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PROJECT=elector-lab
+STATE_DIR="$REPO/.lab"
+STATE="$STATE_DIR/state"
+CHAIN=ELECTOR-LAB
+export PATH="$HOME/.cargo/bin:$PATH"
+
+log() { echo "lab: $*" >&2; }
+die() { echo "lab: ERROR: $*" >&2; exit 1; }
+
+command -v docker >/dev/null || die "docker not found: install Docker Engine"
+command -v docker-compose >/dev/null || die "docker-compose (v1) not found: apt-get install docker-compose"
+
+load_state() {
+  LAB_N=""; LAB_BACKEND=""; LAB_PREFIX=""
+  # shellcheck disable=SC1090
+  [ -f "$STATE" ] && . "$STATE"
+  return 0
+}
+
+lab_containers() { docker ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}' | sort; }
+
+compose() { docker-compose -p "$PROJECT" -f "$REPO/compose/lab-$LAB_N.yml" "$@"; }
+
+node_index() { # n1 | 1 -> 1
+  local n="${1#n}"
+  [[ "$n" =~ ^[1-9]$ ]] || die "NODE must look like n1 or 1, got '$1'"
+  load_state
+  [ -n "$LAB_N" ] || die "no lab is running (just lab-up)"
+  [ "$n" -le "$LAB_N" ] || die "node n$n is not in the running $LAB_N-node lab"
+  echo "$n"
+}
+
+print_table() { python3 "$REPO/scripts/lab-status.py" --n "$LAB_N" "$@"; }
+
+cmd_up() {
+  local n="${1:-3}" backend="${2:-${BACKEND:-kevy}}" t0
+  t0=$(date +%s)
+  case "$n" in 2|3|5) ;; *) die "N must be 2, 3 or 5 (compose/lab-N.yml), got '$n'";; esac
+  case "$backend" in kevy|redis) ;; *) die "backend must be kevy or redis, got '$backend'";; esac
+  command -v python3 >/dev/null || die "python3 not found (scripts/install-deps.sh installs it)"
+  local prefix="${LAB_SUBNET_PREFIX:-10.77.0}"
+  load_state
+  if [ -n "$(lab_containers)" ] && { [ "$LAB_N" != "$n" ] || [ "$LAB_BACKEND" != "$backend" ] || [ "$LAB_PREFIX" != "$prefix" ]; }; then
+    log "a different lab is running (N=${LAB_N:-?} backend=${LAB_BACKEND:-?}): taking it down first"
+    cmd_down
+  fi
+  if [ "${SKIP_BUILD:-0}" != 1 ]; then
+    "$REPO/scripts/build-images.sh" || die "image build failed (see above)"
+  fi
+  mkdir -p "$STATE_DIR"
+  printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\n' "$n" "$backend" "$prefix" > "$STATE"
+  LAB_N=$n
+  export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix"
+  log "docker-compose up: $n nodes, backend $backend, network $prefix.0/24"
+  local out
+  if ! out="$(compose up -d --remove-orphans 2>&1)"; then
+    echo "$out" >&2
+    if grep -qiE 'overlap|Pool overlaps' <<<"$out"; then
+      die "the lab subnet $prefix.0/24 clashes with an existing network: set LAB_SUBNET_PREFIX (e.g. LAB_SUBNET_PREFIX=10.78.0 just lab-up)"
+    fi
+    if grep -qiE 'address already in use|port is already allocated' <<<"$out"; then
+      die "a lab host port (600i, 930i, 2640i on 127.0.0.1) is already in use"
+    fi
+    die "docker-compose up failed"
+  fi
+  log "waiting for an elected primary (timeout ${LAB_UP_TIMEOUT:-90}s)"
+  if ! print_table --wait "${LAB_UP_TIMEOUT:-90}"; then
+    for c in $(lab_containers); do echo "--- docker logs $c (last 15 lines, kevy retry lines left out)" >&2; { docker logs "$c" 2>&1 | grep -v 'retrying in 250ms' | tail -15 >&2; } || true; done
+    die "lab is up but no primary was elected (containers left running for inspection; just lab-down removes them)"
+  fi
+  log "lab-up took $(( $(date +%s) - t0 ))s"
+}
+
+cmd_down() {
+  load_state
+  if [ -n "$LAB_N" ] && [ -f "$REPO/compose/lab-$LAB_N.yml" ]; then
+    compose down -v --remove-orphans --timeout 5 2>&1 | grep -v '^$' >&2 || true
+  fi
+  # Sweep by label whatever is left (unknown N, state file lost, ...).
+  local ids
+  ids="$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")"
+  [ -z "$ids" ] || docker rm -f $ids >/dev/null
+  ids="$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT")"
+  [ -z "$ids" ] || docker volume rm $ids >/dev/null
+  ids="$(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT")"
+  [ -z "$ids" ] || docker network rm $ids >/dev/null
+  rm -f "$STATE"
+  log "lab removed (containers, network, volumes)"
+}
+
+cmd_status() {
+  load_state
+  [ -n "$LAB_N" ] || { [ -n "$(lab_containers)" ] && die "lab containers exist but .lab/state is missing: just lab-down"; die "no lab is running (just lab-up)"; }
+  echo "lab: $LAB_N nodes, backend $LAB_BACKEND"
+  print_table "$@"
+}
+
+container() { echo "elector-lab-n$1"; }
+
+cmd_kill()    { local i; i=$(node_index "$1"); docker kill -s KILL "$(container "$i")" >/dev/null; log "n$i killed (SIGKILL)"; }
+cmd_start()   { local i; i=$(node_index "$1"); docker start "$(container "$i")" >/dev/null; log "n$i started"; }
+cmd_pause()   { local i; i=$(node_index "$1"); docker pause "$(container "$i")" >/dev/null; log "n$i paused (SIGSTOP via cgroup freezer)"; }
+cmd_unpause() { local i; i=$(node_index "$1"); docker unpause "$(container "$i")" >/dev/null; log "n$i unpaused"; }
+
+# Cut NODE off from every other lab node: in NODE's network namespace, drop all traffic
+# to and from the other nodes' addresses (clients on the host still reach it through the
+# published ports, as a client on NODE's side of a partition would).
+cmd_partition() {
+  local i j c ips=()
+  i=$(node_index "$1"); c="$(container "$i")"
+  load_state
+  [ "$(docker inspect -f '{{.State.Running}}' "$c")" = true ] || die "n$i is not running"
+  for j in $(seq 1 "$LAB_N"); do [ "$j" = "$i" ] || ips+=("$LAB_PREFIX.1$j"); done
+  docker exec -i "$c" bash -s "$CHAIN" "${ips[@]}" <<'SH'
+set -euo pipefail
+chain=$1; shift
+iptables -N "$chain" 2>/dev/null || iptables -F "$chain"
+for ip in "$@"; do
+  iptables -A "$chain" -s "$ip" -j DROP
+  iptables -A "$chain" -d "$ip" -j DROP
+done
+iptables -C INPUT -j "$chain" 2>/dev/null || iptables -I INPUT -j "$chain"
+iptables -C OUTPUT -j "$chain" 2>/dev/null || iptables -I OUTPUT -j "$chain"
+SH
+  log "n$i partitioned from ${ips[*]} (just lab-heal to undo)"
+}
+
+cmd_heal() {
+  load_state
+  local c
+  for c in $(lab_containers); do
+    case "$(docker inspect -f '{{.State.Status}}' "$c")" in
+      paused) docker unpause "$c" >/dev/null; log "$c unpaused" ;;
+    esac
+    if [ "$(docker inspect -f '{{.State.Running}}' "$c")" = true ]; then
+      docker exec "$c" sh -c "iptables -F $CHAIN 2>/dev/null || true"
+    fi
+  done
+  log "healed: partition rules flushed, nodes unpaused"
+}
+
+sub="${1:-}"; shift || true
+case "$sub" in
+  up) cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status "$@" ;;
+  kill|start|pause|unpause|partition)
+    [ $# -ge 1 ] || die "usage: lab.sh $sub NODE (n1 or 1)"
+    "cmd_$sub" "$1" ;;
+  heal) cmd_heal ;;
+  *) die "usage: lab.sh up [N] [BACKEND] | down | status [--json] | kill|start|pause|unpause|partition NODE | heal" ;;
+esac
