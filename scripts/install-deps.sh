@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs everything a fresh machine lacks to build, test and run the labs:
+# Debian packages (redis-server, redis-sentinel, debootstrap, network tools),
+# `just`, and kevy 3.17.3 built from crates.io with the machine's toolchain.
+# Idempotent: each step is skipped when what it installs is already there.
+set -euo pipefail
+
+KEVY_VERSION=3.17.3
+JUST_VERSION=1.36.0
+export PATH="$HOME/.cargo/bin:$PATH"
+
+need_apt=()
+for pkg in redis-server redis-sentinel debootstrap iproute2 iptables curl; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+# The lab scripts need python3 (lab-status) and docker-compose v1 (the compose labs).
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # Keep Debian's redis service from starting on install: the tests start their own.
+  printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+  rm -f /usr/sbin/policy-rc.d
+fi
+
+if ! command -v just >/dev/null 2>&1; then
+  echo "install-deps: cargo install just $JUST_VERSION"
+  cargo install just --version "$JUST_VERSION" --locked
+fi
+
+if ! kevy --version 2>/dev/null | grep -q "$KEVY_VERSION"; then
+  echo "install-deps: cargo install kevy $KEVY_VERSION (about a minute)"
+  cargo install kevy --version "$KEVY_VERSION" --locked
+fi
+command -v docker >/dev/null 2>&1 || echo "install-deps: WARNING: docker not found: the labs and images need Docker Engine (not installed by this script)" >&2
+echo "install-deps: ok (redis-server $(redis-server --version | awk '{print $3}'), $(kevy --version 2>&1 | head -1), just $(just --version | awk '{print $2}'))"
