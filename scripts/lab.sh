@@ -6,7 +6,8 @@
 #   lab.sh kill|start|pause|unpause|partition NODE      (NODE = n1 or 1)
 #   lab.sh heal               drop every partition rule, unpause every node
 # The running lab's N/backend/subnet are remembered in .lab/state (gitignored).
-# Env: LAB_UP_TIMEOUT (s, default 90), LAB_SUBNET_PREFIX (default 10.77.0), BACKEND,
+# Env: LAB_UP_TIMEOUT (s, default 90), LAB_SUBNET_PREFIX (default 10.77.0), NODE_IMAGE
+#      (default elector-node:latest; BASE_IMAGE for the base), BACKEND,
 #      ELECTOR_BIN, HB_INTERVAL_MS, DOWN_AFTER_MS, ELECTION_TIMEOUT_MS, BACKOFF_MIN_MS,
 #      BACKOFF_MAX_MS, ELECTOR_EXTRA_YAML (passed to the containers), SKIP_BUILD=1.
 set -euo pipefail
@@ -64,7 +65,7 @@ cmd_up() {
   mkdir -p "$STATE_DIR"
   printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\n' "$n" "$backend" "$prefix" > "$STATE"
   LAB_N=$n
-  export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix"
+  export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix" LAB_IMAGE="${NODE_IMAGE:-elector-node:latest}"
   log "docker-compose up: $n nodes, backend $backend, network $prefix.0/24"
   local out
   if ! out="$(compose up -d --remove-orphans 2>&1)"; then
