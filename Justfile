@@ -50,6 +50,10 @@ lab-partition NODE:
 lab-heal:
     @scripts/lab.sh heal
 
+# end-to-end lab check: lab-up, write, kill the primary, new primary, rejoin, lab-down (default: 3, 5, 2 nodes kevy; 3 redis)
+lab-smoke *SPECS:
+    @scripts/lab-smoke.sh {{SPECS}}
+
 # the README's test command: dependencies, unit tests, images, conformance suite
 test:
     scripts/install-deps.sh

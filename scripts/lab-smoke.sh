@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# End-to-end lab check, as a new user would do it: for each "N backend" given (default:
+# "3 kevy" "5 kevy" "2 kevy" "3 redis"), `lab-up`, write through the primary, and (N >= 3)
+# SIGKILL the primary, wait for a new primary, check the write survived where kevy allows,
+# restart the old primary and check it rejoins as a replica; then `lab-down` and check
+# nothing is left. Prints timings. Exit 0 only if every step passed.
+set -euo pipefail
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+LAB="$REPO/scripts/lab.sh"
+FAILOVER_TIMEOUT="${FAILOVER_TIMEOUT:-30}"
+[ $# -gt 0 ] || set -- "3 kevy" "5 kevy" "2 kevy" "3 redis"
+
+log() { echo "lab-smoke: $*" >&2; }
+now_ms() { date +%s%3N; }
+secs_since() { local d=$(( $(now_ms) - $1 )); printf "%d.%03d" $((d / 1000)) $((d % 1000)); }
+fail() { echo "lab-smoke: FAIL: $*" >&2; "$LAB" status >&2 || true; exit 1; }
+
+status_json() { python3 "$REPO/scripts/lab-status.py" --n "$1" --json; }
+# primary N [EXCLUDE]: id of the unfenced primary a quorum agrees on, or empty
+primary() {
+  python3 - "$1" "${2:-}" <<'PY'
+import json, sys, subprocess
+n, excl = int(sys.argv[1]), sys.argv[2]
+out = subprocess.run([sys.executable, "scripts/lab-status.py", "--n", str(n), "--json"], capture_output=True, text=True).stdout
+st = json.loads(out)
+answered = [s for s in st.values() if "_error" not in s]
+prim = [s["node_id"] for s in answered if s.get("role") == "primary" and not s.get("fenced")]
+if len(prim) == 1 and prim[0] != excl:
+    agree = [s for s in answered if s.get("node_id") == prim[0] or s.get("primary") == prim[0]]
+    if len(agree) >= n // 2 + 1:
+        print(prim[0])
+PY
+}
+
+cd "$REPO"
+for spec in "$@"; do
+  read -r n backend <<<"$spec"
+  log "=== $n nodes, $backend"
+  t0=$(now_ms)
+  "$LAB" up "$n" "$backend" || fail "lab-up $n $backend"
+  log "lab-up $n $backend: $(secs_since $t0) s"
+  p=$(primary "$n"); [ -n "$p" ] || fail "no primary after lab-up"
+  pi=${p#n}
+  [ "$(redis-cli -p "600$pi" SET smoke "$spec")" = OK ] || fail "SET on primary $p (127.0.0.1:600$pi) failed"
+  for i in $(seq 1 "$n"); do
+    [ "$i" = "$pi" ] && continue
+    r=$(redis-cli -p "600$i" SET smoke x 2>&1 || true)
+    [[ "$r" == READONLY* ]] || fail "replica n$i accepted a write or errored oddly: $r"
+  done
+  log "primary $p takes writes; replicas answer READONLY"
+  if [ "$n" -ge 3 ]; then
+    "$LAB" kill "$p"
+    tk=$(now_ms); np=""
+    while [ -z "$np" ]; do
+      np=$(primary "$n" "$p")
+      (( $(now_ms) - $tk > FAILOVER_TIMEOUT * 1000 )) && fail "no new primary within ${FAILOVER_TIMEOUT}s after killing $p"
+      [ -n "$np" ] || sleep 0.2
+    done
+    log "killed $p -> new primary $np visible in /status after $(secs_since $tk) s"
+    "$LAB" status
+    npi=${np#n}
+    [ "$(redis-cli -p "600$npi" SET smoke2 ok)" = OK ] || fail "SET on new primary $np failed"
+    log "GET smoke on new primary: '$(redis-cli -p "600$npi" GET smoke)' (written before the kill)"
+    "$LAB" start "$p"
+    tr=$(now_ms); ok=""
+    while [ -z "$ok" ]; do
+      role=$(curl -fsS "http://127.0.0.1:930$pi/status" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["role"], d.get("primary"))' 2>/dev/null || true)
+      [ "$role" = "replica $np" ] && ok=1
+      (( $(now_ms) - $tr > FAILOVER_TIMEOUT * 1000 )) && fail "restarted $p did not rejoin as replica of $np (last: '$role')"
+      [ -n "$ok" ] || sleep 0.3
+    done
+    log "restarted $p rejoined as replica of $np after $(secs_since $tr) s"
+    r=$(redis-cli -p "600$pi" SET smoke x 2>&1 || true)
+    [[ "$r" == READONLY* ]] || fail "rejoined old primary $p accepted a write: $r"
+  fi
+  "$LAB" status
+  "$LAB" down
+  left=$(docker ps -aq --filter label=com.docker.compose.project=elector-lab; docker volume ls -q --filter label=com.docker.compose.project=elector-lab; docker network ls -q --filter label=com.docker.compose.project=elector-lab)
+  [ -z "$left" ] || fail "lab-down left: $left"
+  log "=== $n nodes, $backend: ok"
+done
+log "all ok"
