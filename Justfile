@@ -50,7 +50,7 @@ lab-partition NODE:
 lab-heal:
     @scripts/lab.sh heal
 
-# end-to-end lab check: lab-up, write, kill the primary, new primary, rejoin, lab-down (default: 3, 5, 2 nodes kevy; 3 redis)
+# end-to-end lab check (args: N BACKEND pairs; default 3 kevy 5 kevy 2 kevy 3 redis)
 lab-smoke *SPECS:
     @scripts/lab-smoke.sh {{SPECS}}
 

@@ -8,7 +8,11 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LAB="$REPO/scripts/lab.sh"
 FAILOVER_TIMEOUT="${FAILOVER_TIMEOUT:-30}"
-[ $# -gt 0 ] || set -- "3 kevy" "5 kevy" "2 kevy" "3 redis"
+# Arguments: pairs N BACKEND (e.g. `3 kevy 3 redis`).
+[ $# -gt 0 ] || set -- 3 kevy 5 kevy 2 kevy 3 redis
+[ $(( $# % 2 )) = 0 ] || { echo "lab-smoke: usage: lab-smoke.sh [N BACKEND]..." >&2; exit 2; }
+specs=()
+while [ $# -gt 0 ]; do specs+=("$1 $2"); shift 2; done
 
 log() { echo "lab-smoke: $*" >&2; }
 now_ms() { date +%s%3N; }
@@ -33,7 +37,7 @@ PY
 }
 
 cd "$REPO"
-for spec in "$@"; do
+for spec in "${specs[@]}"; do
   read -r n backend <<<"$spec"
   log "=== $n nodes, $backend"
   t0=$(now_ms)
