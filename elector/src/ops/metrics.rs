@@ -1,0 +1,599 @@
+//! Counters and the Prometheus text exposition behind `GET /metrics`.
+//!
+//! A handful of plain atomics and small label maps is all an elector needs;
+//! the `prometheus` crate would add a registry, macros and a dependency tree
+//! for no gain. Gauges are not stored here at all: they are derived from the
+//! current [`StatusSnapshot`] at scrape time, so `/metrics` and `/status` can
+//! never disagree.
+//!
+//! Counter updates take a short mutex only for labelled series; they are
+//! called from the runtime loop at message rate (a few hundred per second at
+//! most), far below where contention would matter.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use super::status::{Role, StatusSnapshot};
+
+/// Rejection reasons that always appear (as 0) so alerts can be written
+/// against series that exist before the first rejection.
+pub const KNOWN_REJECT_REASONS: &[&str] = &[
+    "bad_tag",
+    "missing_tag",
+    "replay",
+    "expired",
+    "malformed",
+    "unexpected_tag",
+    "stale_epoch",
+];
+
+/// Hook outcomes counted under `elector_hooks_run_total{event,outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookOutcome {
+    Ok,
+    Failed,
+    TimedOut,
+    /// The hook queue was full; the event was not run.
+    Dropped,
+}
+
+impl HookOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookOutcome::Ok => "ok",
+            HookOutcome::Failed => "failed",
+            HookOutcome::TimedOut => "timed_out",
+            HookOutcome::Dropped => "dropped",
+        }
+    }
+}
+
+type Labelled = Mutex<BTreeMap<String, u64>>;
+
+/// Process-wide counters. Share it as `Arc<Metrics>`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    elections_started: AtomicU64,
+    elections_won: AtomicU64,
+    elections_lost: AtomicU64,
+    data_node_errors: AtomicU64,
+    messages_in: Labelled,
+    messages_out: Labelled,
+    messages_rejected: Labelled,
+    transitions: Labelled,
+    /// Keyed by (event, outcome).
+    hooks_run: Mutex<BTreeMap<(String, String), u64>>,
+}
+
+fn bump(map: &Labelled, key: &str) {
+    // A poisoned lock only means another thread panicked mid-increment; the
+    // map itself is still valid, so keep counting rather than propagate.
+    let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
+    match m.get_mut(key) {
+        Some(v) => *v += 1,
+        None => {
+            m.insert(key.to_string(), 1);
+        }
+    }
+}
+
+fn read(map: &Labelled) -> BTreeMap<String, u64> {
+    map.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn election_started(&self) {
+        self.elections_started.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn election_won(&self) {
+        self.elections_won.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn election_lost(&self) {
+        self.elections_lost.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn data_node_error(&self) {
+        self.data_node_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A valid message of `kind` (`HB`, `OFFER`, ...) was received.
+    pub fn message_in(&self, kind: &str) {
+        bump(&self.messages_in, kind);
+    }
+
+    /// A message of `kind` was sent.
+    pub fn message_out(&self, kind: &str) {
+        bump(&self.messages_out, kind);
+    }
+
+    /// A message was dropped; `reason` is snake case (`bad_tag`, `replay`, ...).
+    pub fn message_rejected(&self, reason: &str) {
+        bump(&self.messages_rejected, reason);
+    }
+
+    /// A role transition happened for `reason` (see `status::TRANSITION_REASONS`).
+    pub fn transition(&self, reason: &str) {
+        bump(&self.transitions, reason);
+    }
+
+    pub fn hook_run(&self, event: &str, outcome: HookOutcome) {
+        let mut m = self.hooks_run.lock().unwrap_or_else(|e| e.into_inner());
+        *m.entry((event.to_string(), outcome.as_str().to_string()))
+            .or_insert(0) += 1;
+    }
+
+    /// Rejections by reason, known reasons included at 0. The runtime copies
+    /// this into `StatusSnapshot::rejected`; the API also merges it in, so the
+    /// two views agree even if the runtime forgets.
+    pub fn rejected_counts(&self) -> BTreeMap<String, u64> {
+        let mut out: BTreeMap<String, u64> = KNOWN_REJECT_REASONS
+            .iter()
+            .map(|r| (r.to_string(), 0))
+            .collect();
+        out.extend(read(&self.messages_rejected));
+        out
+    }
+
+    /// Count of hook runs for (event, outcome); for tests and the CLI.
+    pub fn hook_count(&self, event: &str, outcome: HookOutcome) -> u64 {
+        let m = self.hooks_run.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&(event.to_string(), outcome.as_str().to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    pub fn elections(&self) -> (u64, u64, u64) {
+        (
+            self.elections_started.load(Ordering::Relaxed),
+            self.elections_won.load(Ordering::Relaxed),
+            self.elections_lost.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Prometheus text exposition format 0.0.4 of every counter plus gauges
+    /// derived from `status`.
+    pub fn render(&self, status: &StatusSnapshot) -> String {
+        let mut out = String::with_capacity(4096);
+        let node = [("node", status.node_id.as_str())];
+
+        // Gauges from the snapshot.
+        header(
+            &mut out,
+            "elector_role",
+            "gauge",
+            "1 for the role this node currently holds, 0 for the others.",
+        );
+        for role in Role::ALL {
+            sample(
+                &mut out,
+                "elector_role",
+                &[node[0], ("role", role.as_str())],
+                u64::from(status.role == role),
+            );
+        }
+        gauge(
+            &mut out,
+            "elector_epoch",
+            "Current election epoch.",
+            &node,
+            status.epoch,
+        );
+        gauge(
+            &mut out,
+            "elector_fenced",
+            "1 while writes on the local data node are fenced.",
+            &node,
+            u64::from(status.fenced),
+        );
+        gauge(
+            &mut out,
+            "elector_quorum_ok",
+            "1 while this node hears a quorum of nodes, itself included.",
+            &node,
+            u64::from(status.quorum_ok()),
+        );
+        gauge(
+            &mut out,
+            "elector_quorum",
+            "Votes needed to win an election.",
+            &node,
+            status.quorum as u64,
+        );
+        gauge(
+            &mut out,
+            "elector_cluster_size",
+            "Configured number of nodes.",
+            &node,
+            status.cluster_size as u64,
+        );
+        gauge(
+            &mut out,
+            "elector_data_node_reachable",
+            "1 while the local data node answers.",
+            &node,
+            u64::from(status.data_node.reachable),
+        );
+        if let Some(offset) = status.data_node.offset {
+            gauge(
+                &mut out,
+                "elector_data_node_offset",
+                "Replication offset of the local data node.",
+                &node,
+                offset,
+            );
+        }
+        if let Some(lag) = status.data_node.lag {
+            gauge(
+                &mut out,
+                "elector_data_node_lag_bytes",
+                "Bytes the local data node is behind its primary.",
+                &node,
+                lag,
+            );
+        }
+        gauge(
+            &mut out,
+            "elector_switchover_in_progress",
+            "1 while a planned switchover is running.",
+            &node,
+            u64::from(status.switchover.as_ref().is_some_and(|s| {
+                matches!(
+                    s.phase,
+                    super::status::SwitchoverPhase::CatchingUp
+                        | super::status::SwitchoverPhase::HandingOver
+                )
+            })),
+        );
+        header(
+            &mut out,
+            "elector_peer_alive",
+            "gauge",
+            "1 while the peer is heard within down_after.",
+        );
+        for p in &status.peers {
+            sample(
+                &mut out,
+                "elector_peer_alive",
+                &[node[0], ("peer", p.id.as_str())],
+                u64::from(p.alive),
+            );
+        }
+        header(
+            &mut out,
+            "elector_peer_last_seen_milliseconds",
+            "gauge",
+            "Milliseconds since the last valid message from the peer.",
+        );
+        for p in &status.peers {
+            if let Some(ms) = p.last_seen_ms {
+                sample(
+                    &mut out,
+                    "elector_peer_last_seen_milliseconds",
+                    &[node[0], ("peer", p.id.as_str())],
+                    ms,
+                );
+            }
+        }
+
+        // Counters.
+        let (started, won, lost) = self.elections();
+        counter(
+            &mut out,
+            "elector_elections_started_total",
+            "Elections this node started as candidate.",
+            &node,
+            started,
+        );
+        counter(
+            &mut out,
+            "elector_elections_won_total",
+            "Elections this node won.",
+            &node,
+            won,
+        );
+        counter(
+            &mut out,
+            "elector_elections_lost_total",
+            "Elections this node lost or abandoned.",
+            &node,
+            lost,
+        );
+        counter(
+            &mut out,
+            "elector_data_node_errors_total",
+            "Failed commands or polls against the local data node.",
+            &node,
+            self.data_node_errors.load(Ordering::Relaxed),
+        );
+        labelled_counter(
+            &mut out,
+            "elector_messages_in_total",
+            "Valid election messages received, by type.",
+            &node,
+            "type",
+            &read(&self.messages_in),
+        );
+        labelled_counter(
+            &mut out,
+            "elector_messages_out_total",
+            "Election messages sent, by type.",
+            &node,
+            "type",
+            &read(&self.messages_out),
+        );
+        labelled_counter(
+            &mut out,
+            "elector_messages_rejected_total",
+            "Election messages dropped, by reason.",
+            &node,
+            "reason",
+            &self.rejected_counts(),
+        );
+        let mut transitions: BTreeMap<String, u64> = super::status::TRANSITION_REASONS
+            .iter()
+            .map(|r| (r.to_string(), 0))
+            .collect();
+        transitions.extend(read(&self.transitions));
+        labelled_counter(
+            &mut out,
+            "elector_transitions_total",
+            "Role transitions, by reason.",
+            &node,
+            "reason",
+            &transitions,
+        );
+        header(
+            &mut out,
+            "elector_hooks_run_total",
+            "counter",
+            "Hook scripts run, by event and outcome.",
+        );
+        let hooks = self
+            .hooks_run
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        for ((event, outcome), v) in &hooks {
+            sample(
+                &mut out,
+                "elector_hooks_run_total",
+                &[
+                    node[0],
+                    ("event", event.as_str()),
+                    ("outcome", outcome.as_str()),
+                ],
+                *v,
+            );
+        }
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
+        }
+        out.push('}');
+    }
+    let _ = writeln!(out, " {value}");
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], value: u64) {
+    header(out, name, "gauge", help);
+    sample(out, name, labels, value);
+}
+
+fn counter(out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], value: u64) {
+    header(out, name, "counter", help);
+    sample(out, name, labels, value);
+}
+
+fn labelled_counter(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    base: &[(&str, &str)],
+    label: &str,
+    values: &BTreeMap<String, u64>,
+) {
+    header(out, name, "counter", help);
+    for (k, v) in values {
+        let mut labels = base.to_vec();
+        labels.push((label, k.as_str()));
+        sample(out, name, &labels, *v);
+    }
+}
+
+/// Label values escape backslash, double quote and newline.
+fn escape_label(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// HELP text escapes backslash and newline.
+fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::status::PeerStatus;
+    use super::*;
+
+    fn snapshot() -> StatusSnapshot {
+        let mut s = StatusSnapshot::initial("n1", "kevy", "127.0.0.1:6379", 3);
+        s.role = Role::Primary;
+        s.fenced = false;
+        s.epoch = 7;
+        s.data_node.offset = Some(1234);
+        s.peers = vec![
+            PeerStatus {
+                id: "n2".into(),
+                alive: true,
+                role: Some(Role::Replica),
+                epoch: Some(7),
+                offset: Some(1200),
+                last_seen_ms: Some(40),
+                api: None,
+            },
+            PeerStatus {
+                id: "n\"3".into(),
+                alive: false,
+                role: None,
+                epoch: None,
+                offset: None,
+                last_seen_ms: None,
+                api: None,
+            },
+        ];
+        s
+    }
+
+    /// Checks the exposition grammar line by line: comments are HELP/TYPE,
+    /// every sample belongs to a family declared just before, names and
+    /// label syntax are valid, values parse.
+    fn assert_valid_exposition(text: &str) {
+        let mut declared: Vec<String> = Vec::new();
+        let mut typed: Vec<String> = Vec::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap_or_default();
+                assert!(
+                    !declared.contains(&name.to_string()),
+                    "family {name} declared twice"
+                );
+                declared.push(name.to_string());
+                continue;
+            }
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let mut it = rest.split(' ');
+                let name = it.next().unwrap_or_default();
+                let kind = it.next().unwrap_or_default();
+                assert!(matches!(kind, "gauge" | "counter"), "bad type line {line}");
+                assert_eq!(
+                    declared.last().map(String::as_str),
+                    Some(name),
+                    "TYPE without HELP: {line}"
+                );
+                typed.push(name.to_string());
+                continue;
+            }
+            assert!(!line.starts_with('#'), "unexpected comment {line}");
+            let name_end = line.find(['{', ' ']).expect("sample has a name");
+            let name = &line[..name_end];
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+                "bad metric name {name}"
+            );
+            assert_eq!(
+                typed.last().map(String::as_str),
+                Some(name),
+                "sample outside its family: {line}"
+            );
+            let value = line.rsplit(' ').next().expect("value");
+            value.parse::<f64>().expect("numeric value");
+            if line[name_end..].starts_with('{') {
+                let close = line.rfind('}').expect("closing brace");
+                let labels = &line[name_end + 1..close];
+                // key="value" pairs with escaped quotes inside values.
+                let mut rest = labels;
+                while !rest.is_empty() {
+                    let eq = rest.find("=\"").expect("label has =\"");
+                    let key = &rest[..eq];
+                    assert!(
+                        key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                        "bad label {key}"
+                    );
+                    let mut i = eq + 2;
+                    let bytes = rest.as_bytes();
+                    while bytes[i] != b'"' {
+                        i += if bytes[i] == b'\\' { 2 } else { 1 };
+                    }
+                    rest = &rest[i + 1..];
+                    rest = rest.strip_prefix(',').unwrap_or(rest);
+                }
+            }
+        }
+        assert!(text.ends_with('\n'));
+    }
+
+    #[test]
+    fn exposition_is_valid_prometheus_text() {
+        let m = Metrics::new();
+        m.election_started();
+        m.message_in("HB");
+        m.message_rejected("bad_tag");
+        m.hook_run("promote", HookOutcome::TimedOut);
+        let text = m.render(&snapshot());
+        assert_valid_exposition(&text);
+    }
+
+    #[test]
+    fn gauges_reflect_the_snapshot() {
+        let text = Metrics::new().render(&snapshot());
+        assert!(text.contains("elector_role{node=\"n1\",role=\"primary\"} 1\n"));
+        assert!(text.contains("elector_role{node=\"n1\",role=\"replica\"} 0\n"));
+        assert!(text.contains("elector_epoch{node=\"n1\"} 7\n"));
+        assert!(text.contains("elector_fenced{node=\"n1\"} 0\n"));
+        assert!(text.contains("elector_quorum_ok{node=\"n1\"} 1\n"));
+        assert!(text.contains("elector_peer_alive{node=\"n1\",peer=\"n2\"} 1\n"));
+        assert!(text.contains("elector_data_node_offset{node=\"n1\"} 1234\n"));
+    }
+
+    #[test]
+    fn label_values_with_quotes_are_escaped() {
+        let text = Metrics::new().render(&snapshot());
+        assert!(text.contains("elector_peer_alive{node=\"n1\",peer=\"n\\\"3\"} 0\n"));
+    }
+
+    #[test]
+    fn counters_count_by_label_and_known_reasons_start_at_zero() {
+        let m = Metrics::new();
+        m.message_rejected("replay");
+        m.message_rejected("replay");
+        m.message_out("OFFER");
+        m.transition("won_election");
+        m.hook_run("fence", HookOutcome::Failed);
+        let text = m.render(&snapshot());
+        assert!(text.contains("elector_messages_rejected_total{node=\"n1\",reason=\"replay\"} 2\n"));
+        assert!(
+            text.contains("elector_messages_rejected_total{node=\"n1\",reason=\"bad_tag\"} 0\n")
+        );
+        assert!(text.contains("elector_messages_out_total{node=\"n1\",type=\"OFFER\"} 1\n"));
+        assert!(text.contains("elector_transitions_total{node=\"n1\",reason=\"won_election\"} 1\n"));
+        assert!(text.contains("elector_transitions_total{node=\"n1\",reason=\"peer_timeout\"} 0\n"));
+        assert!(text.contains(
+            "elector_hooks_run_total{node=\"n1\",event=\"fence\",outcome=\"failed\"} 1\n"
+        ));
+        assert_eq!(m.rejected_counts().get("replay"), Some(&2));
+        assert_eq!(m.hook_count("fence", HookOutcome::Failed), 1);
+    }
+}
