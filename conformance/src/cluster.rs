@@ -1,0 +1,388 @@
+//! Cluster control: N `elector-node` containers on a fresh network, started through
+//! testcontainers, driven through bollard (kill signals, exec, inspect), always removed.
+//!
+//! Each node publishes its data port (6379) and API port (9300) on 127.0.0.1 at ports
+//! picked by the suite, so the host reaches every node through loopback even after a
+//! restart. Peers reach each other by container name on the cluster network.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use testcontainers::bollard::models::{
+    HostConfig, Ipam, IpamConfig, NetworkCreateRequest, PortBinding,
+};
+use testcontainers::bollard::query_parameters::{KillContainerOptions, ListNetworksOptions};
+use testcontainers::bollard::Docker;
+use testcontainers::core::{IntoContainerPort, WaitFor};
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+
+use crate::docker::{self, LABEL_RUN, LABEL_SESSION, LABEL_SUITE};
+use crate::error::{Error, Result};
+use crate::scenario::Timings;
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Unique per run; names containers and the network and labels them.
+    pub run_id: String,
+    /// Labels everything one process creates (`io.elector.conformance.session`).
+    pub session: String,
+    pub nodes: usize,
+    pub backend: String,
+    pub timings: Timings,
+    pub elector_bin: String,
+    pub extra_yaml: Option<String>,
+    /// `name:tag` of the node image.
+    pub image: String,
+}
+
+pub struct Node {
+    pub id: String,
+    pub container_name: String,
+    /// Host port (on 127.0.0.1) of the data node's client port.
+    pub data_port: u16,
+    /// Host port (on 127.0.0.1) of the elector's HTTP API.
+    pub api_port: u16,
+    container: Option<ContainerAsync<GenericImage>>,
+}
+
+impl Node {
+    pub fn data_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.data_port)
+    }
+    pub fn api_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.api_port)
+    }
+}
+
+pub struct Cluster {
+    pub docker: Docker,
+    pub network: String,
+    pub subnet: String,
+    pub run_label: String,
+    pub nodes: Vec<Node>,
+    torn_down: bool,
+}
+
+/// Picks a free TCP port on loopback (the OS chooses; we release it at once).
+fn free_port() -> Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// First `10.213.K.0/24` no existing Docker network uses.
+async fn fresh_subnet(docker: &Docker) -> Result<String> {
+    let nets = docker.list_networks(None::<ListNetworksOptions>).await?;
+    let used: Vec<String> = nets
+        .iter()
+        .filter_map(|n| n.ipam.as_ref()?.config.clone())
+        .flatten()
+        .filter_map(|c| c.subnet)
+        .collect();
+    (0..=255)
+        .map(|k| format!("10.213.{k}.0/24"))
+        .find(|s| !used.contains(s))
+        .ok_or_else(|| Error::Cluster("no free 10.213.x.0/24 subnet".into()))
+}
+
+fn split_image(image: &str) -> (String, String) {
+    match image.rsplit_once(':') {
+        Some((n, t)) if !t.contains('/') => (n.to_string(), t.to_string()),
+        _ => (image.to_string(), "latest".to_string()),
+    }
+}
+
+impl Cluster {
+    /// Creates the network and starts every node; on any failure removes what exists.
+    pub async fn start(cfg: &ClusterConfig) -> Result<Cluster> {
+        let docker = docker::connect()?;
+        let run_label = format!("{LABEL_RUN}={}", cfg.run_id);
+        let network = format!("cf-{}", cfg.run_id);
+        let subnet = fresh_subnet(&docker).await?;
+        let gateway = subnet.replace(".0/24", ".1");
+        let labels = HashMap::from([
+            (LABEL_SUITE.to_string(), "1".to_string()),
+            (LABEL_RUN.to_string(), cfg.run_id.clone()),
+            (LABEL_SESSION.to_string(), cfg.session.clone()),
+        ]);
+        docker
+            .create_network(NetworkCreateRequest {
+                name: network.clone(),
+                driver: Some("bridge".into()),
+                ipam: Some(Ipam {
+                    config: Some(vec![IpamConfig {
+                        subnet: Some(subnet.clone()),
+                        gateway: Some(gateway),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                labels: Some(labels.clone()),
+                ..Default::default()
+            })
+            .await?;
+        let mut cluster = Cluster {
+            docker,
+            network,
+            subnet,
+            run_label,
+            nodes: vec![],
+            torn_down: false,
+        };
+        match cluster.start_nodes(cfg, &labels).await {
+            Ok(()) => Ok(cluster),
+            Err(e) => {
+                cluster.teardown().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_nodes(
+        &mut self,
+        cfg: &ClusterConfig,
+        labels: &HashMap<String, String>,
+    ) -> Result<()> {
+        let ids: Vec<String> = (1..=cfg.nodes).map(|i| format!("n{i}")).collect();
+        let names: Vec<String> = ids
+            .iter()
+            .map(|id| format!("cf-{}-{id}", cfg.run_id))
+            .collect();
+        let peers = ids
+            .iter()
+            .zip(&names)
+            .map(|(id, name)| format!("{id}={name}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let (image_name, tag) = split_image(&cfg.image);
+        let mut starts = vec![];
+        for (id, name) in ids.iter().zip(&names) {
+            let data_port = free_port()?;
+            let api_port = free_port()?;
+            let t = &cfg.timings;
+            let mut req = GenericImage::new(image_name.clone(), tag.clone())
+                .with_wait_for(WaitFor::Nothing)
+                .with_container_name(name.clone())
+                .with_hostname(name.clone())
+                .with_network(self.network.clone())
+                .with_cap_add("NET_ADMIN")
+                .with_labels(labels.clone())
+                .with_mapped_port(data_port, 6379.tcp())
+                .with_mapped_port(api_port, 9300.tcp())
+                .with_env_var("NODE_ID", id.clone())
+                .with_env_var("PEERS", peers.clone())
+                .with_env_var("BACKEND", cfg.backend.clone())
+                .with_env_var("ELECTOR_BIN", cfg.elector_bin.clone())
+                .with_env_var("HB_INTERVAL_MS", t.hb_interval_ms.to_string())
+                .with_env_var("DOWN_AFTER_MS", t.down_after_ms.to_string())
+                .with_env_var("ELECTION_TIMEOUT_MS", t.election_timeout_ms.to_string())
+                .with_env_var("BACKOFF_MIN_MS", t.backoff_min_ms.to_string())
+                .with_env_var("BACKOFF_MAX_MS", t.backoff_max_ms.to_string())
+                .with_env_var("RUST_LOG", "info")
+                .with_startup_timeout(Duration::from_secs(60))
+                .with_host_config_modifier(|hc: &mut HostConfig| {
+                    // Publish on loopback only.
+                    if let Some(b) = hc.port_bindings.as_mut() {
+                        for list in b.values_mut().flatten() {
+                            for pb in list.iter_mut() {
+                                *pb = PortBinding {
+                                    host_ip: Some("127.0.0.1".into()),
+                                    host_port: pb.host_port.clone(),
+                                };
+                            }
+                        }
+                    }
+                });
+            if let Some(extra) = &cfg.extra_yaml {
+                req = req.with_env_var("ELECTOR_EXTRA_YAML", extra.clone());
+            }
+            let node_id = id.clone();
+            let name = name.clone();
+            starts.push(async move {
+                let c = req
+                    .start()
+                    .await
+                    .map_err(|e| Error::Cluster(format!("starting {name}: {e}")))?;
+                Ok::<_, Error>(Node {
+                    id: node_id,
+                    container_name: name,
+                    data_port,
+                    api_port,
+                    container: Some(c),
+                })
+            });
+        }
+        for r in futures::future::join_all(starts).await {
+            match r {
+                Ok(n) => self.nodes.push(n),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.id.clone()).collect()
+    }
+
+    pub fn node(&self, id: &str) -> Result<&Node> {
+        self.nodes
+            .iter()
+            .find(|n| n.id == id)
+            .ok_or_else(|| Error::Cluster(format!("no node {id}")))
+    }
+
+    /// The node's IP on the cluster network (it may change across restarts).
+    pub async fn ip(&self, id: &str) -> Result<String> {
+        let n = self.node(id)?;
+        let info = self
+            .docker
+            .inspect_container(&n.container_name, None)
+            .await?;
+        info.network_settings
+            .and_then(|s| s.networks)
+            .and_then(|mut m| m.remove(&self.network))
+            .and_then(|e| e.ip_address)
+            .filter(|ip| !ip.is_empty())
+            .ok_or_else(|| Error::Cluster(format!("{id} has no IP on {}", self.network)))
+    }
+
+    /// (running, paused) as Docker sees it.
+    pub async fn state(&self, id: &str) -> Result<(bool, bool)> {
+        let n = self.node(id)?;
+        let info = self
+            .docker
+            .inspect_container(&n.container_name, None)
+            .await?;
+        let st = info.state.unwrap_or_default();
+        Ok((st.running.unwrap_or(false), st.paused.unwrap_or(false)))
+    }
+
+    pub async fn exec(&self, id: &str, cmd: &[&str]) -> Result<(i64, String)> {
+        let n = self.node(id)?;
+        docker::exec(&self.docker, &n.container_name, cmd).await
+    }
+
+    /// Runs a shell snippet in the node; fails on a non-zero exit.
+    pub async fn sh(&self, id: &str, script: &str) -> Result<String> {
+        let (code, out) = self.exec(id, &["sh", "-c", script]).await?;
+        if code != 0 {
+            return Err(Error::Cluster(format!(
+                "{id}: `{script}` exited {code}: {out}"
+            )));
+        }
+        Ok(out)
+    }
+
+    pub async fn kill(&self, id: &str, signal: &str) -> Result<()> {
+        let n = self.node(id)?;
+        self.docker
+            .kill_container(
+                &n.container_name,
+                Some(KillContainerOptions {
+                    signal: signal.to_string(),
+                }),
+            )
+            .await?;
+        Ok(())
+    }
+
+    fn container(&self, id: &str) -> Result<&ContainerAsync<GenericImage>> {
+        self.node(id)?
+            .container
+            .as_ref()
+            .ok_or_else(|| Error::Cluster(format!("{id} has no container")))
+    }
+
+    pub async fn start_node(&self, id: &str) -> Result<()> {
+        self.container(id)?.start().await?;
+        Ok(())
+    }
+
+    pub async fn stop_node(&self, id: &str, timeout_s: i32) -> Result<()> {
+        self.container(id)?
+            .stop_with_timeout(Some(timeout_s))
+            .await?;
+        Ok(())
+    }
+
+    pub async fn pause(&self, id: &str) -> Result<()> {
+        self.container(id)?.pause().await?;
+        Ok(())
+    }
+
+    pub async fn unpause(&self, id: &str) -> Result<()> {
+        self.container(id)?.unpause().await?;
+        Ok(())
+    }
+
+    /// Waits until Docker reports the node stopped (after an in-container crash).
+    pub async fn wait_stopped(&self, id: &str, timeout: Duration) -> Result<bool> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while tokio::time::Instant::now() < deadline {
+            if !self.state(id).await?.0 {
+                return Ok(true);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(false)
+    }
+
+    /// Removes every container and the network.
+    pub async fn teardown(&mut self) {
+        if self.torn_down {
+            return;
+        }
+        for n in &mut self.nodes {
+            if let Some(c) = n.container.take() {
+                // A paused container cannot be removed gracefully everywhere: unpause first.
+                let _ = c.unpause().await;
+                if let Err(e) = c.rm().await {
+                    tracing::warn!("removing {}: {e}", n.container_name);
+                }
+            }
+        }
+        // Whatever is left with our label (also after a failed start).
+        if let Err(e) = docker::cleanup_label(&self.docker, &self.run_label).await {
+            tracing::warn!("cleanup of {}: {e}", self.run_label);
+        }
+        self.torn_down = true;
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if !self.torn_down {
+            // Panics and early returns: containers and the network still go away.
+            for n in &mut self.nodes {
+                // Let the label-based cleanup remove them instead of testcontainers' async drop.
+                if let Some(c) = n.container.take() {
+                    std::mem::forget(c);
+                }
+            }
+            docker::cleanup_label_blocking(self.run_label.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_names_split_into_name_and_tag() {
+        assert_eq!(
+            split_image("elector-node:latest"),
+            ("elector-node".into(), "latest".into())
+        );
+        assert_eq!(
+            split_image("elector-node"),
+            ("elector-node".into(), "latest".into())
+        );
+        assert_eq!(
+            split_image("localhost:5000/x"),
+            ("localhost:5000/x".into(), "latest".into())
+        );
+    }
+}

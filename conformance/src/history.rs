@@ -1,0 +1,410 @@
+//! The recorded history of one run, and views derived from it.
+//!
+//! Every timestamp is milliseconds since the start of the run, read from a monotonic
+//! clock. Checkers are pure functions over a [`History`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::Timings;
+
+pub type Ms = u64;
+
+/// Outcome of one write (`SET` then `WAIT quorum-1 <timeout>`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// SET ok and WAIT returned >= quorum-1: acknowledged, must survive.
+    Ok,
+    /// SET ok but WAIT reported too few replicas: applied, not acknowledged.
+    NotAcked,
+    /// Definitely not applied (error reply, connection refused).
+    Fail,
+    /// Unknown (timeout, connection lost after sending).
+    Unknown,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteOp {
+    pub writer: u32,
+    pub key: String,
+    pub value: String,
+    /// Node the write was sent to.
+    pub node: String,
+    pub invoke_ms: Ms,
+    pub complete_ms: Ms,
+    pub outcome: Outcome,
+    /// What WAIT returned, when it returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadOp {
+    pub node: String,
+    pub key: String,
+    pub invoke_ms: Ms,
+    pub complete_ms: Ms,
+    /// Some(true) found with the written value, Some(false) missing or different, None error.
+    pub found: Option<bool>,
+}
+
+/// What `INFO replication` said about a data node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataObs {
+    /// `master` or `slave`.
+    pub role: String,
+    #[serde(default)]
+    pub offset: Option<i64>,
+    #[serde(default)]
+    pub master_host: Option<String>,
+    #[serde(default)]
+    pub link_up: Option<bool>,
+}
+
+/// What an elector's `/status` said.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ElectorObs {
+    /// `primary`, `replica` or `candidate`.
+    pub role: String,
+    pub epoch: u64,
+    #[serde(default)]
+    pub primary: Option<String>,
+    pub fenced: bool,
+}
+
+/// One poll of one node. `None` = not reachable from the client side at that moment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sample {
+    pub at_ms: Ms,
+    pub node: String,
+    pub data: Option<DataObs>,
+    pub elector: Option<ElectorObs>,
+}
+
+impl Sample {
+    /// Writable primary: data node is a master and its elector does not say it is fenced.
+    pub fn writable(&self) -> bool {
+        match &self.data {
+            Some(d) if d.role == "master" => !self.elector.as_ref().is_some_and(|e| e.fenced),
+            _ => false,
+        }
+    }
+}
+
+/// A fault the runner injected (or lifted).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FaultEvent {
+    pub at_ms: Ms,
+    /// When the fault ended (heal, unpause, restart), if it did.
+    #[serde(default)]
+    pub end_ms: Option<Ms>,
+    /// `kill`, `kill_elector`, `kill_data`, `restart`, `pause`, `partition`, `netem`, ...
+    pub kind: String,
+    pub label: String,
+    pub nodes: Vec<String>,
+    /// The primary just before the fault.
+    #[serde(default)]
+    pub primary_before: Option<String>,
+    /// The fault takes the primary away from a majority of the cluster.
+    #[serde(default)]
+    pub removes_primary: bool,
+    /// Nodes expected to elect the replacement (the healthy majority), if any.
+    #[serde(default)]
+    pub majority: Vec<String>,
+}
+
+/// A partition as it was in force between `start_ms` and `end_ms`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionRecord {
+    pub start_ms: Ms,
+    #[serde(default)]
+    pub end_ms: Option<Ms>,
+    pub label: String,
+    /// Nodes that cannot reach a quorum (counting themselves) while the partition lasts.
+    pub minority: Vec<String>,
+}
+
+/// Everything recorded in one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    pub nodes: Vec<String>,
+    pub quorum: usize,
+    pub timings: Timings,
+    pub lease_ms: u64,
+    pub election_bound_ms: u64,
+    pub poll_interval_ms: u64,
+    pub writes: Vec<WriteOp>,
+    pub reads: Vec<ReadOp>,
+    pub samples: Vec<Sample>,
+    pub faults: Vec<FaultEvent>,
+    pub partitions: Vec<PartitionRecord>,
+    pub initial_primary: Option<String>,
+    pub final_primary: Option<String>,
+    /// After the final heal: node -> acknowledged key -> value read back (None = missing).
+    pub final_reads: BTreeMap<String, BTreeMap<String, Option<String>>>,
+    /// Nodes that could not be read at the end, with the reason.
+    #[serde(default)]
+    pub final_read_errors: BTreeMap<String, String>,
+    /// When the writers were told to stop.
+    #[serde(default)]
+    pub writers_stopped_ms: Option<Ms>,
+    pub end_ms: Ms,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Interval {
+    pub start: Ms,
+    pub end: Ms,
+}
+
+impl Interval {
+    pub fn len(&self) -> Ms {
+        self.end.saturating_sub(self.start)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Merges overlapping or touching intervals (input in any order).
+pub fn merge(mut v: Vec<Interval>) -> Vec<Interval> {
+    v.sort_by_key(|i| (i.start, i.end));
+    let mut out: Vec<Interval> = Vec::with_capacity(v.len());
+    for i in v {
+        match out.last_mut() {
+            Some(last) if i.start <= last.end => last.end = last.end.max(i.end),
+            _ => out.push(i),
+        }
+    }
+    out
+}
+
+impl History {
+    /// How long one sample is taken to stay true when no newer sample follows.
+    pub fn sample_validity_ms(&self) -> Ms {
+        (self.poll_interval_ms * 3).max(300)
+    }
+
+    /// Samples grouped per node, in time order.
+    pub fn samples_by_node(&self) -> BTreeMap<&str, Vec<&Sample>> {
+        let mut m: BTreeMap<&str, Vec<&Sample>> = BTreeMap::new();
+        for s in &self.samples {
+            m.entry(s.node.as_str()).or_default().push(s);
+        }
+        for v in m.values_mut() {
+            v.sort_by_key(|s| s.at_ms);
+        }
+        m
+    }
+
+    /// Per node, the intervals in which it was a writable primary reachable by clients:
+    /// from samples (a sample holds until the next one, at most `sample_validity_ms`),
+    /// plus every write that succeeded there (`[invoke, complete]`).
+    pub fn writable_intervals(&self) -> BTreeMap<String, Vec<Interval>> {
+        let validity = self.sample_validity_ms();
+        let mut m: BTreeMap<String, Vec<Interval>> = BTreeMap::new();
+        for (node, samples) in self.samples_by_node() {
+            for (i, s) in samples.iter().enumerate() {
+                if !s.writable() {
+                    continue;
+                }
+                let cap = s.at_ms + validity;
+                let end = samples.get(i + 1).map_or(cap, |n| n.at_ms.min(cap));
+                m.entry(node.to_string()).or_default().push(Interval {
+                    start: s.at_ms,
+                    end: end.max(s.at_ms + 1),
+                });
+            }
+        }
+        // Successful writes on one node close together (gap <= validity) show that the
+        // node stayed writable in between.
+        let mut by_node: BTreeMap<String, Vec<Interval>> = BTreeMap::new();
+        for w in &self.writes {
+            if matches!(w.outcome, Outcome::Ok | Outcome::NotAcked) {
+                by_node.entry(w.node.clone()).or_default().push(Interval {
+                    start: w.invoke_ms,
+                    end: w.complete_ms.max(w.invoke_ms + 1),
+                });
+            }
+        }
+        for (node, list) in by_node {
+            let widened: Vec<Interval> = list
+                .into_iter()
+                .map(|i| Interval {
+                    start: i.start,
+                    end: i.end + validity,
+                })
+                .collect();
+            let joined = merge(widened).into_iter().map(|i| Interval {
+                start: i.start,
+                end: i.end - validity,
+            });
+            m.entry(node).or_default().extend(joined);
+        }
+        m.into_iter().map(|(k, v)| (k, merge(v))).collect()
+    }
+
+    /// Per node, the intervals in which samples alone show it as a writable primary
+    /// (no write evidence; used for election timing).
+    pub fn sampled_primary_intervals(&self) -> BTreeMap<String, Vec<Interval>> {
+        let validity = self.sample_validity_ms();
+        let mut m: BTreeMap<String, Vec<Interval>> = BTreeMap::new();
+        for (node, samples) in self.samples_by_node() {
+            for (i, s) in samples.iter().enumerate() {
+                if s.writable() {
+                    let cap = s.at_ms + validity;
+                    let end = samples.get(i + 1).map_or(cap, |n| n.at_ms.min(cap));
+                    m.entry(node.to_string()).or_default().push(Interval {
+                        start: s.at_ms,
+                        end: end.max(s.at_ms + 1),
+                    });
+                }
+            }
+        }
+        m.into_iter().map(|(k, v)| (k, merge(v))).collect()
+    }
+
+    /// The first primary-removing fault, if any.
+    pub fn first_primary_fault(&self) -> Option<&FaultEvent> {
+        self.faults.iter().find(|f| f.removes_primary)
+    }
+
+    /// Keys of acknowledged writes with their values.
+    pub fn acknowledged(&self) -> Vec<&WriteOp> {
+        self.writes
+            .iter()
+            .filter(|w| w.outcome == Outcome::Ok)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! Small builders for crafted histories used by checker tests.
+    use super::*;
+
+    pub fn history(nodes: usize) -> History {
+        History {
+            nodes: (1..=nodes).map(|i| format!("n{i}")).collect(),
+            quorum: nodes / 2 + 1,
+            timings: Timings::default(),
+            lease_ms: 1500,
+            election_bound_ms: 4300,
+            poll_interval_ms: 100,
+            ..Default::default()
+        }
+    }
+
+    pub fn sample(at: Ms, node: &str, role: &str, epoch: u64, fenced: bool) -> Sample {
+        let data_role = if role == "primary" { "master" } else { "slave" };
+        Sample {
+            at_ms: at,
+            node: node.into(),
+            data: Some(DataObs {
+                role: data_role.into(),
+                offset: Some(0),
+                master_host: None,
+                link_up: Some(true),
+            }),
+            elector: Some(ElectorObs {
+                role: role.into(),
+                epoch,
+                primary: None,
+                fenced,
+            }),
+        }
+    }
+
+    /// Samples every 100 ms over `[from, to)` for one node in one role.
+    pub fn steady(h: &mut History, node: &str, role: &str, epoch: u64, from: Ms, to: Ms) {
+        let mut t = from;
+        while t < to {
+            let mut s = sample(t, node, role, epoch, false);
+            if role != "primary" {
+                if let Some(e) = s.elector.as_mut() {
+                    e.primary = None;
+                }
+            }
+            h.samples.push(s);
+            t += 100;
+        }
+    }
+
+    pub fn unreachable(h: &mut History, node: &str, from: Ms, to: Ms) {
+        let mut t = from;
+        while t < to {
+            h.samples.push(Sample {
+                at_ms: t,
+                node: node.into(),
+                data: None,
+                elector: None,
+            });
+            t += 100;
+        }
+    }
+
+    pub fn write(node: &str, key: &str, at: Ms, outcome: Outcome) -> WriteOp {
+        WriteOp {
+            writer: 0,
+            key: key.into(),
+            value: format!("v-{key}"),
+            node: node.into(),
+            invoke_ms: at,
+            complete_ms: at + 5,
+            outcome,
+            replicas: None,
+            error: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fixtures::*;
+    use super::*;
+
+    #[test]
+    fn merging_joins_overlapping_and_touching_intervals() {
+        let v = merge(vec![
+            Interval { start: 10, end: 20 },
+            Interval { start: 0, end: 5 },
+            Interval { start: 20, end: 30 },
+            Interval { start: 25, end: 27 },
+        ]);
+        assert_eq!(
+            v,
+            vec![
+                Interval { start: 0, end: 5 },
+                Interval { start: 10, end: 30 }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fenced_master_is_not_writable_and_an_unreachable_node_never_is() {
+        let mut s = sample(0, "n1", "primary", 1, true);
+        assert!(!s.writable());
+        s.elector.as_mut().unwrap().fenced = false;
+        assert!(s.writable());
+        s.data = None;
+        assert!(!s.writable());
+    }
+
+    #[test]
+    fn a_sample_stops_counting_after_its_validity_when_the_node_goes_silent() {
+        let mut h = history(3);
+        steady(&mut h, "n1", "primary", 1, 0, 1000);
+        let iv = h.writable_intervals();
+        assert_eq!(
+            iv["n1"],
+            vec![Interval {
+                start: 0,
+                end: 900 + 300
+            }]
+        );
+    }
+}

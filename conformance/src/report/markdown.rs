@@ -1,0 +1,135 @@
+//! The Markdown summary table of a suite run.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::RunResult;
+use crate::metrics::median_p95;
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or("-".into(), |x| x.to_string())
+}
+
+/// One row per run, then failover figures per backend.
+pub fn summary_markdown(runs: &[RunResult]) -> String {
+    let mut s = String::new();
+    let passed = runs.iter().filter(|r| r.passed).count();
+    let _ = writeln!(s, "# Conformance summary\n");
+    let _ = writeln!(
+        s,
+        "{passed} of {} runs met their expectation.\n",
+        runs.len()
+    );
+    let _ = writeln!(
+        s,
+        "| scenario | backend | seed | N | result | failover ms | election ms | max write gap ms | acked writes | lost acked | violations | failed checks |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for r in runs {
+        let result = match (r.passed, r.expect_violation, &r.error) {
+            (_, _, Some(_)) => "ERROR",
+            (true, true, _) => "PASS (violation caught)",
+            (true, false, _) => "PASS",
+            (false, true, _) => "FAIL (violation missed)",
+            (false, false, _) => "FAIL",
+        };
+        let failed = r.failed_checks().join(", ");
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.scenario,
+            r.backend,
+            r.seed,
+            r.nodes,
+            result,
+            opt(r.metrics.failover_ms),
+            opt(r.metrics.election_ms),
+            opt(r.metrics.max_write_gap_ms),
+            r.metrics.acknowledged,
+            r.metrics.lost_acknowledged,
+            r.metrics.violations,
+            if failed.is_empty() {
+                "-".into()
+            } else {
+                failed
+            }
+        );
+    }
+    let mut per_backend: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for r in runs.iter().filter(|r| !r.expect_violation) {
+        if let Some(f) = r.metrics.failover_ms {
+            per_backend.entry(r.backend.as_str()).or_default().push(f);
+        }
+    }
+    if !per_backend.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## Failover time (fault to first acknowledged write on the new primary)\n"
+        );
+        let _ = writeln!(s, "| backend | runs | median ms | p95 ms |");
+        let _ = writeln!(s, "|---|---|---|---|");
+        for (b, v) in &per_backend {
+            if let Some((med, p95)) = median_p95(v) {
+                let _ = writeln!(s, "| {b} | {} | {med} | {p95} |", v.len());
+            }
+        }
+    }
+    let errors: Vec<&RunResult> = runs.iter().filter(|r| r.error.is_some()).collect();
+    let violations: Vec<&RunResult> = runs.iter().filter(|r| !r.checks_passed).collect();
+    if !violations.is_empty() || !errors.is_empty() {
+        let _ = writeln!(s, "\n## Details\n");
+        for r in errors {
+            let _ = writeln!(
+                s,
+                "- **{}**: runner error: {}",
+                r.id(),
+                r.error.as_deref().unwrap_or("")
+            );
+        }
+        for r in violations {
+            for c in r.checks.iter().filter(|c| !c.passed) {
+                for v in &c.violations {
+                    let _ = writeln!(s, "- **{}** `{}`: {}", r.id(), c.name, v.message);
+                }
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::tests::sample_run;
+
+    #[test]
+    fn the_summary_has_a_row_per_run_and_failover_percentiles() {
+        let (mut r, _) = sample_run();
+        r.passed = true;
+        r.checks_passed = true;
+        let mut r2 = r.clone();
+        r2.seed = 2;
+        r2.metrics.failover_ms = Some(3000);
+        let md = summary_markdown(&[r, r2]);
+        assert!(
+            md.contains("| primary-kill | kevy | 1 | 3 | PASS |"),
+            "{md}"
+        );
+        assert!(md.contains("| kevy | 2 |"), "{md}");
+        assert!(md.contains("2 of 2 runs"));
+    }
+
+    #[test]
+    fn failed_checks_and_their_violations_are_listed() {
+        let (mut r, _) = sample_run();
+        r.checks[0] = crate::checkers::CheckResult::new(
+            "single_writable_primary",
+            vec![crate::checkers::Violation::msg("split brain: n1+n2")],
+            vec![],
+        );
+        r.checks_passed = false;
+        let md = summary_markdown(&[r]);
+        assert!(md.contains("FAIL"));
+        assert!(md.contains("split brain: n1+n2"), "{md}");
+    }
+}

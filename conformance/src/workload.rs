@@ -1,0 +1,275 @@
+//! Client load and observation: writers, readers and the topology poller, all recording
+//! into one shared history with a monotonic clock. Every loop is bounded in count and
+//! in time, and stops when told.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::{Rng, SeedableRng};
+use tokio::task::JoinHandle;
+
+use crate::history::{Ms, Outcome, ReadOp, Sample, WriteOp};
+use crate::probe::{self, CmdError, DataConn};
+use crate::scenario::Workload;
+
+/// Addresses of one node as the host reaches them.
+#[derive(Clone, Debug)]
+pub struct NodeAddrs {
+    pub data: String,
+    pub api: String,
+}
+
+/// The shared recorder.
+pub struct Recorder {
+    start: Instant,
+    pub nodes: BTreeMap<String, NodeAddrs>,
+    pub writes: Mutex<Vec<WriteOp>>,
+    pub reads: Mutex<Vec<ReadOp>>,
+    pub samples: Mutex<Vec<Sample>>,
+    /// Latest primary seen by the poller.
+    pub primary: Mutex<Option<String>>,
+    acked: Mutex<Vec<(String, String)>>,
+    stop_writers: AtomicBool,
+    stop_poller: AtomicBool,
+}
+
+impl Recorder {
+    pub fn new(nodes: BTreeMap<String, NodeAddrs>) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            start: Instant::now(),
+            nodes,
+            writes: Mutex::new(vec![]),
+            reads: Mutex::new(vec![]),
+            samples: Mutex::new(vec![]),
+            primary: Mutex::new(None),
+            acked: Mutex::new(vec![]),
+            stop_writers: AtomicBool::new(false),
+            stop_poller: AtomicBool::new(false),
+        })
+    }
+
+    pub fn now_ms(&self) -> Ms {
+        self.start.elapsed().as_millis() as Ms
+    }
+
+    pub fn current_primary(&self) -> Option<String> {
+        self.primary.lock().expect("lock").clone()
+    }
+
+    pub fn stop_writers(&self) {
+        self.stop_writers.store(true, Ordering::SeqCst);
+    }
+
+    pub fn stop_poller(&self) {
+        self.stop_poller.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Picks the primary from one round of samples: an elector that says it is the
+/// unfenced primary and whose data node (when reachable) is a master; the highest epoch
+/// wins when several claim it.
+pub fn primary_of(round: &[Sample]) -> Option<String> {
+    round
+        .iter()
+        .filter(|s| {
+            s.elector
+                .as_ref()
+                .is_some_and(|e| e.role == "primary" && !e.fenced)
+                && s.data.as_ref().is_none_or(|d| d.role == "master")
+        })
+        .max_by_key(|s| s.elector.as_ref().map(|e| e.epoch))
+        .map(|s| s.node.clone())
+}
+
+/// One poll of one node (data node and elector in parallel).
+pub async fn poll_node(
+    rec: &Recorder,
+    node: &str,
+    conn: &mut DataConn,
+    timeout: Duration,
+) -> Sample {
+    let addrs = &rec.nodes[node];
+    let at_ms = rec.now_ms();
+    let (data, status) = tokio::join!(
+        conn.info_replication(),
+        probe::get_status(&addrs.api, timeout)
+    );
+    Sample {
+        at_ms,
+        node: node.to_string(),
+        data,
+        elector: status.map(|s| s.obs()),
+    }
+}
+
+/// Polls every node every `interval` until stopped or `max` elapsed.
+pub fn spawn_poller(rec: Arc<Recorder>, interval: Duration, max: Duration) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let timeout = Duration::from_millis(300);
+        let mut conns: BTreeMap<String, DataConn> = rec
+            .nodes
+            .iter()
+            .map(|(id, a)| (id.clone(), DataConn::new(&a.data, timeout)))
+            .collect();
+        let deadline = Instant::now() + max;
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        while !rec.stop_poller.load(Ordering::SeqCst) && Instant::now() < deadline {
+            tick.tick().await;
+            let futs = conns
+                .iter_mut()
+                .map(|(id, c)| poll_node(&rec, id, c, timeout));
+            let round = futures::future::join_all(futs).await;
+            if let Some(p) = primary_of(&round) {
+                *rec.primary.lock().expect("lock") = Some(p);
+            } else if round.iter().all(|s| !s.writable()) {
+                *rec.primary.lock().expect("lock") = None;
+            }
+            rec.samples.lock().expect("lock").extend(round);
+        }
+    })
+}
+
+/// One writer: unique keys `w:<writer>:<n>`, SET then `WAIT quorum-1 <timeout>`.
+pub fn spawn_writer(
+    rec: Arc<Recorder>,
+    writer: u32,
+    quorum: usize,
+    w: Workload,
+    run_tag: String,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let op_timeout = Duration::from_millis(w.op_timeout_ms);
+        let wait_budget = Duration::from_millis(w.wait_timeout_ms + w.op_timeout_ms);
+        let mut conns: BTreeMap<String, DataConn> = BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(w.max_duration_s);
+        let need = (quorum - 1) as i64;
+        let mut n: u64 = 0;
+        let mut idle_loops: u64 = 0;
+        while n < w.max_ops_per_writer
+            && idle_loops < 1_000_000
+            && Instant::now() < deadline
+            && !rec.stop_writers.load(Ordering::SeqCst)
+        {
+            let Some(node) = rec.current_primary() else {
+                idle_loops += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            };
+            let key = format!("w:{writer}:{n}");
+            let value = format!("{run_tag}:{writer}:{n}");
+            n += 1;
+            let conn = conns
+                .entry(node.clone())
+                .or_insert_with(|| DataConn::new(&rec.nodes[&node].data, op_timeout));
+            let invoke_ms = rec.now_ms();
+            let mut set = redis::cmd("SET");
+            set.arg(&key).arg(&value);
+            let (outcome, replicas, error) = match conn.query::<redis::Value>(&set).await {
+                Err(CmdError::NotSent(e)) | Err(CmdError::Reply(e)) => {
+                    (Outcome::Fail, None, Some(e))
+                }
+                Err(CmdError::Unknown(e)) => (Outcome::Unknown, None, Some(e)),
+                Ok(_) => {
+                    let mut wait = redis::cmd("WAIT");
+                    wait.arg(need).arg(w.wait_timeout_ms);
+                    match conn.query_with_timeout::<i64>(&wait, wait_budget).await {
+                        Ok(r) if r >= need => (Outcome::Ok, Some(r), None),
+                        Ok(r) => (Outcome::NotAcked, Some(r), None),
+                        Err(e) => (Outcome::NotAcked, None, Some(format!("WAIT {e}"))),
+                    }
+                }
+            };
+            let complete_ms = rec.now_ms();
+            if outcome == Outcome::Ok {
+                rec.acked
+                    .lock()
+                    .expect("lock")
+                    .push((key.clone(), value.clone()));
+            }
+            let failed = !matches!(outcome, Outcome::Ok | Outcome::NotAcked);
+            rec.writes.lock().expect("lock").push(WriteOp {
+                writer,
+                key,
+                value,
+                node,
+                invoke_ms,
+                complete_ms,
+                outcome,
+                replicas,
+                error,
+            });
+            let pause = if failed { 50 } else { w.think_ms };
+            tokio::time::sleep(Duration::from_millis(pause)).await;
+        }
+    })
+}
+
+/// One reader: GETs a random acknowledged key from the current primary.
+pub fn spawn_reader(rec: Arc<Recorder>, seed: u64, w: Workload) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let timeout = Duration::from_millis(w.op_timeout_ms);
+        let mut conns: BTreeMap<String, DataConn> = BTreeMap::new();
+        let deadline = Instant::now() + Duration::from_secs(w.max_duration_s);
+        let mut n = 0u64;
+        while n < w.max_ops_per_writer
+            && Instant::now() < deadline
+            && !rec.stop_writers.load(Ordering::SeqCst)
+        {
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let pick = {
+                let acked = rec.acked.lock().expect("lock");
+                if acked.is_empty() {
+                    None
+                } else {
+                    Some(acked[rng.gen_range(0..acked.len())].clone())
+                }
+            };
+            let (Some((key, value)), Some(node)) = (pick, rec.current_primary()) else {
+                continue;
+            };
+            let conn = conns
+                .entry(node.clone())
+                .or_insert_with(|| DataConn::new(&rec.nodes[&node].data, timeout));
+            let invoke_ms = rec.now_ms();
+            let mut get = redis::cmd("GET");
+            get.arg(&key);
+            let found = match conn.query::<Option<String>>(&get).await {
+                Ok(v) => Some(v.as_deref() == Some(value.as_str())),
+                Err(_) => None,
+            };
+            let complete_ms = rec.now_ms();
+            rec.reads.lock().expect("lock").push(ReadOp {
+                node,
+                key,
+                invoke_ms,
+                complete_ms,
+                found,
+            });
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::fixtures::sample;
+
+    #[test]
+    fn the_primary_of_a_round_is_the_unfenced_claimant_with_the_highest_epoch() {
+        let a = sample(0, "n1", "primary", 1, false);
+        let b = sample(0, "n2", "replica", 2, false);
+        let c = sample(0, "n3", "primary", 3, false);
+        let fenced = sample(0, "n3", "primary", 3, true);
+        assert_eq!(primary_of(&[a.clone(), b.clone()]), Some("n1".into()));
+        assert_eq!(primary_of(&[a.clone(), b.clone(), c]), Some("n3".into()));
+        assert_eq!(primary_of(&[b.clone(), fenced]), None);
+        let mut slave_data = a;
+        slave_data.data.as_mut().unwrap().role = "slave".into();
+        assert_eq!(primary_of(&[slave_data, b]), None);
+    }
+}
