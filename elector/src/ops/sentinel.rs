@@ -557,12 +557,7 @@ fn wrong_args(cmd: &str) -> Reply {
 }
 
 /// `HELLO [protover [AUTH u p] [SETNAME n]]`: RESP2 only.
-fn hello(
-    args: &[Vec<u8>],
-    shared: &Shared,
-    client_id: u64,
-    name: &mut Option<Vec<u8>>,
-) -> (Vec<Reply>, bool) {
+fn hello(args: &[Vec<u8>], client_id: u64, name: &mut Option<Vec<u8>>) -> (Vec<Reply>, bool) {
     if let Some(v) = args.first() {
         if v.as_slice() != b"2" {
             return (
