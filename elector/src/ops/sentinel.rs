@@ -1190,11 +1190,14 @@ mod tests {
         let r = start(view(Some(addr("n1", 6001)), vec![])).await;
         let addr_ = r.addr;
         // A real client: the redis crate's blocking pub/sub.
+        let (subscribed_tx, subscribed) = tokio::sync::oneshot::channel::<()>();
         let subscriber = tokio::task::spawn_blocking(move || {
             let client = redis::Client::open(format!("redis://{addr_}")).expect("client");
             let mut con = client.get_connection().expect("connect");
             let mut ps = con.as_pubsub();
             ps.subscribe("+switch-master").expect("subscribe");
+            // subscribe() returns once the server acknowledged it.
+            let _ = subscribed_tx.send(());
             ps.set_read_timeout(Some(Duration::from_secs(10)))
                 .expect("timeout");
             let msg = ps.get_message().expect("message");
@@ -1208,8 +1211,10 @@ mod tests {
         let ack = raw(&mut raw_sub, &["PSUBSCRIBE", "+switch-*"]).await;
         assert_eq!(ack, b"*3\r\n$10\r\npsubscribe\r\n$9\r\n+switch-*\r\n:1\r\n");
 
-        // Let the blocking subscriber get subscribed before the change.
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::timeout(Duration::from_secs(10), subscribed)
+            .await
+            .expect("subscribed in time")
+            .expect("subscriber alive");
         // Going through "no primary" first must not lose the old address.
         r.view.send_modify(|v| v.primary = None);
         tokio::time::sleep(Duration::from_millis(50)).await;
