@@ -1,29 +1,37 @@
 #!/usr/bin/env bash
-# Real deploy of the playbook onto N containers (default 3) from the local base
-# image elector-base:bookworm, over the community.docker.docker connection, with
-# elector_service_manager=none (containers have no systemd):
-#   1. builds elector-ansible-target:bookworm = elector-base:bookworm + python3
-#      (Ansible needs it on the target; apt from the Debian mirror, host network);
-#   2. starts N containers on a private network, writes an inventory for them;
-#   3. runs site.yml (users, binaries, configs, hook, vault key), then again:
-#      the second run must change nothing;
-#   4. starts each data node from the files the playbook laid down, as its
-#      service user, and checks it is up and NOT writable (role slave, SET refused);
-#   5. starts each elector the same way and runs the playbook's verify play
-#      (one primary, all nodes agree), then checks that primary accepts a write.
+# Real deploy of the playbook onto N containers (default 3) built from the local
+# base image elector-base:bookworm, over the community.docker.docker connection.
 #
-# usage: ansible/tests/docker-deploy.sh [kevy|redis] [N]      KEEP=1 keeps the containers
-# exit: 0 all passed; 1 a check failed; 3 the elector binary is still a stub, so
-#       steps 1-4 ran and step 5 did not.
+#   ansible/tests/docker-deploy.sh [kevy|redis] [N] [none|systemd]
+#
+# none (default): elector_service_manager=none, containers run `sleep`; after the
+#   playbook laid the files down, the script starts each data node and elector
+#   from them, as their service users.
+# systemd: containers run systemd as PID 1 (unprivileged: tmpfs /run, cgroupfs
+#   read-only); the playbook installs, enables and starts the units itself. The
+#   image has no redis-server, so the redis backend goes through the playbook's
+#   apt install (distro unit kept from starting, then masked).
+#
+# Steps: 1. build the target image (elector-base + python3 [+ systemd]) if missing;
+# 2. start the containers, write an inventory; 3. run site.yml, then again: the
+# second run must change nothing; 4. data nodes up and NOT writable (role slave,
+# SET refused); 5. electors up, the playbook's verify play (one primary, every
+# node agrees), the primary takes a write and the others refuse it.
+# exit: 0 all passed; 1 a check failed; 3 the elector binary is still a stub:
+#       steps 1-4 ran, step 5 could not.   KEEP=1 keeps containers and logs.
 set -euo pipefail
 
 backend=${1:-kevy}
 nodes=${2:-3}
+mode=${3:-none}
+case "$backend" in kevy|redis) ;; *) echo "backend: kevy|redis" >&2; exit 2;; esac
+case "$mode" in none|systemd) ;; *) echo "mode: none|systemd" >&2; exit 2;; esac
 ansible_dir=$(cd "$(dirname "$0")/.." && pwd)
 repo=$(cd "$ansible_dir/.." && pwd)
 venv=${ANSIBLE_VENV:-$repo/.cache/ansible-venv}
 base_image=${BASE_IMAGE:-elector-base:bookworm}
-target_image=${TARGET_IMAGE:-elector-ansible-target:bookworm}
+py_image=elector-ansible-target:bookworm
+sd_image=elector-ansible-systemd:bookworm
 net=${NET_NAME:-elector-ansible-test}
 prefix=${NET_PREFIX:-10.78.0}
 cname() { echo "elector-ans-n$1"; }
@@ -32,7 +40,7 @@ say() { echo "docker-deploy: $*"; }
 die() { echo "docker-deploy: FAIL: $*" >&2; exit 1; }
 
 [ -x "$venv/bin/ansible-playbook" ] || die "no ansible in $venv (python3 -m venv $venv && $venv/bin/pip install ansible)"
-[ -d "$venv/lib" ] && ls "$venv"/lib/python3*/site-packages/ansible_collections/community/docker >/dev/null 2>&1 \
+ls -d "$venv"/lib/python3*/site-packages/ansible_collections/community/docker >/dev/null 2>&1 \
   || die "community.docker missing: $venv/bin/pip install ansible  (the full package from PyPI)"
 export PATH="$venv/bin:$PATH" ANSIBLE_CONFIG="$ansible_dir/ansible.cfg" ANSIBLE_NOCOLOR=1 ANSIBLE_FORKS=3
 docker image inspect "$base_image" >/dev/null 2>&1 || die "no $base_image (scripts/build-base-image.sh)"
@@ -45,18 +53,41 @@ done
 kevy_bin=${KEVY_BIN:-$HOME/.cargo/bin/kevy}
 [ "$backend" = redis ] || [ -x "$kevy_bin" ] || die "no kevy binary at $kevy_bin (scripts/install-deps.sh)"
 
-# 1. target image
-if ! docker image inspect "$target_image" >/dev/null 2>&1; then
-  say "building $target_image ($base_image + python3, about 30 s)"
-  docker rm -f elector-ansible-target-build >/dev/null 2>&1 || true
-  docker run --name elector-ansible-target-build --network host "$base_image" sh -c \
-    'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-minimal python3-apt >/dev/null && rm -rf /var/lib/apt/lists/*' \
-    || die "apt-get install python3 in $base_image failed"
-  docker commit --change 'CMD ["sleep", "infinity"]' elector-ansible-target-build "$target_image" >/dev/null
-  docker rm elector-ansible-target-build >/dev/null
+tmp=$(mktemp -d)
+# Is the elector binary real yet? (the lead replaces a stub main)
+printf 'node_id: x\nlisten: 42\npeers: []\n' > "$tmp/broken.yaml"
+stub=0
+if "$elector_bin" check-config "$tmp/broken.yaml" >/dev/null 2>&1 \
+   && timeout 2 "$elector_bin" run --config "$tmp/broken.yaml" >/dev/null 2>&1; then
+  stub=1
+  say "NOTE: $elector_bin accepts a broken config and exits at once: still a stub"
 fi
 
-tmp=$(mktemp -d)
+# 1. target images
+build_image() { # FROM TO PACKAGES [apt-get purge PACKAGES]
+  local from=$1 to=$2 install=$3 purge=${4:-}
+  docker image inspect "$to" >/dev/null 2>&1 && return 0
+  say "building $to ($from + $install, about 30 s)"
+  docker rm -f elector-ansible-build >/dev/null 2>&1 || true
+  docker run --name elector-ansible-build --network host "$from" sh -c "
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends $install >/dev/null || exit 1
+    if [ -n '$purge' ]; then apt-get purge -y -qq $purge >/dev/null || exit 1; fi
+    rm -rf /var/lib/apt/lists/*" || die "building $to failed"
+  if [ "$to" = "$sd_image" ]; then
+    docker commit --change 'CMD ["/sbin/init"]' elector-ansible-build "$to" >/dev/null
+  else
+    docker commit --change 'CMD ["sleep", "infinity"]' elector-ansible-build "$to" >/dev/null
+  fi
+  docker rm elector-ansible-build >/dev/null
+}
+build_image "$base_image" "$py_image" "python3-minimal python3-apt"
+image=$py_image
+if [ "$mode" = systemd ]; then
+  build_image "$py_image" "$sd_image" "systemd systemd-sysv dbus" "redis-server redis-sentinel"
+  image=$sd_image
+fi
+
 cleanup() {
   if [ "${KEEP:-0}" = 1 ]; then say "keeping containers and $tmp"; return; fi
   for i in $(seq 1 "$nodes"); do docker rm -f "$(cname "$i")" >/dev/null 2>&1 || true; done
@@ -76,8 +107,13 @@ mkdir -p "$tmp/inventory/group_vars"
   echo "    elector_nodes:"
   echo "      hosts:"
   for i in $(seq 1 "$nodes"); do
-    docker run -d --init --name "$(cname "$i")" --hostname "n$i" --network "$net" --ip "$prefix.1$i" \
-      "$target_image" sleep infinity >/dev/null
+    if [ "$mode" = systemd ]; then
+      docker run -d --name "$(cname "$i")" --hostname "n$i" --network "$net" --ip "$prefix.1$i" \
+        --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:ro "$image" >/dev/null
+    else
+      docker run -d --init --name "$(cname "$i")" --hostname "n$i" --network "$net" --ip "$prefix.1$i" \
+        "$image" sleep infinity >/dev/null
+    fi
     echo "        $(cname "$i"):"
     echo "          elector_node_id: n$i"
     echo "          elector_address: $prefix.1$i"
@@ -87,10 +123,20 @@ mkdir -p "$tmp/inventory/group_vars"
   echo "        ansible_python_interpreter: /usr/bin/python3"
   echo "        ansible_become: false   # root in the container, no sudo"
 } > "$tmp/inventory/hosts.yml"
+if [ "$mode" = systemd ]; then
+  for i in $(seq 1 "$nodes"); do
+    for _ in $(seq 1 30); do
+      s=$(docker exec "$(cname "$i")" systemctl is-system-running 2>/dev/null || true)
+      case "$s" in running|degraded) break;; esac; sleep 1
+    done
+    case "$s" in running|degraded) ;; *) die "$(cname "$i"): systemd not up ($s)";; esac
+  done
+  say "systemd is up in $nodes containers"
+fi
 cp "$ansible_dir/group_vars/all.yml.example" "$tmp/inventory/group_vars/all.yml"
 cat > "$tmp/vars.yml" <<VARS
 elector_backend: $backend
-elector_service_manager: none
+elector_service_manager: $mode
 elector_binary_src: $elector_bin
 kevy_binary_src: $kevy_bin
 vault_elector_auth_key: "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
@@ -104,73 +150,103 @@ VARS
 
 # 3. deploy, twice
 play() { ansible-playbook -i "$tmp/inventory/hosts.yml" "$ansible_dir/site.yml" -e @"$tmp/vars.yml" "$@"; }
-say "ansible-playbook site.yml onto $nodes containers, backend $backend, service manager none"
+say "ansible-playbook site.yml onto $nodes containers, backend $backend, service manager $mode"
 play > "$tmp/deploy1.log" 2>&1 || { tail -40 "$tmp/deploy1.log" >&2; die "first deploy failed ($tmp/deploy1.log)"; }
 grep -E 'ok=.*changed=' "$tmp/deploy1.log" | sed 's/^/   /'
+grep -E '^(RUNNING HANDLER|TASK \[datanode : Install redis-server from apt)' -A4 "$tmp/deploy1.log" \
+  | grep -E '^(RUNNING|TASK|changed|ok|skipping)' | sed 's/^/   /' | head -20 || true
 play > "$tmp/deploy2.log" 2>&1 || { tail -40 "$tmp/deploy2.log" >&2; die "second deploy failed"; }
-if grep -E 'changed=[1-9]' "$tmp/deploy2.log" >/dev/null; then
-  grep -B2 '^changed:' "$tmp/deploy2.log" >&2; die "second deploy changed something (not idempotent)"
+# With a stub elector, systemd sees elector.service exit at once, so each run starts it again.
+changed_tasks=$(awk '/^TASK \[/{t=$0} /^changed:/{print t}' "$tmp/deploy2.log" | sort -u \
+  | { if [ $stub = 1 ]; then grep -v 'Enable and start the elector' || true; else cat; fi; })
+if [ -n "$changed_tasks" ]; then
+  echo "$changed_tasks" >&2; die "second deploy changed something (not idempotent)"
 fi
-say "second run: changed=0 on every host (idempotent)"
+say "second run: nothing changed$( [ $stub = 1 ] && [ "$mode" = systemd ] && echo ' (apart from starting the stub elector again)')"
+if [ "$mode" = systemd ]; then
+  # A config change on running services must go through the restart handlers.
+  if [ "$backend" = kevy ]; then dn_change="kevy_aof=false"; else dn_change="redis_appendonly=false"; fi
+  play -e "$dn_change" -e elector_hb_interval_ms=250 > "$tmp/deploy3.log" 2>&1 \
+    || { tail -40 "$tmp/deploy3.log" >&2; die "third deploy (changed config) failed"; }
+  grep -A1 'RUNNING HANDLER \[datanode : Restart data node\]' "$tmp/deploy3.log" | grep -q '^changed:' \
+    || die "changing the data node config did not restart it ($tmp/deploy3.log)"
+  if [ $stub = 0 ]; then
+    grep -A1 'RUNNING HANDLER \[elector : Restart elector\]' "$tmp/deploy3.log" | grep -q '^changed:' \
+      || die "changing elector.yaml did not restart the elector ($tmp/deploy3.log)"
+  fi
+  say "config change ($dn_change, hb_interval_ms 250): restart handler(s) ran"
+fi
 c1=$(cname 1)
-docker exec "$c1" sh -c 'ls -l /usr/local/bin/elector /etc/elector /etc/elector/hooks; stat -c "%a %U:%G %n" /etc/elector/elector.yaml /etc/elector/auth.key /var/lib/elector' | sed 's/^/   /'
-
-# 4. data nodes from the laid-down files
-if [ "$backend" = kevy ]; then
-  start_data='runuser -u kevy -- /usr/local/bin/kevy --config /etc/kevy/kevy.toml >/var/log/datanode.log 2>&1'
-else
-  start_data='runuser -u redis -- /usr/bin/redis-server /etc/redis/elector-datanode.conf >/var/log/datanode.log 2>&1'
+docker exec "$c1" sh -c 'ls -l /usr/local/bin/elector; ls -l /etc/elector /etc/elector/hooks; stat -c "%a %U:%G %n" /etc/elector/elector.yaml /etc/elector/auth.key /var/lib/elector' | sed 's/^/   /'
+if [ "$mode" = systemd ]; then
+  docker exec "$c1" sh -c 'for u in elector-datanode elector redis-server; do printf "   %-18s enabled=%-8s active=%s\n" $u "$(systemctl is-enabled $u 2>/dev/null)" "$(systemctl is-active $u 2>/dev/null)"; done'
 fi
-for i in $(seq 1 "$nodes"); do docker exec -d "$(cname "$i")" sh -c "$start_data"; done
+
+# 4. data nodes: up, and not writable before any elector acts
+if [ "$mode" = none ]; then
+  if [ "$backend" = kevy ]; then
+    start_data='runuser -u kevy -- /usr/local/bin/kevy --config /etc/kevy/kevy.toml >/var/log/datanode.log 2>&1'
+  else
+    start_data='runuser -u redis -- /usr/bin/redis-server /etc/redis/elector-datanode.conf >/var/log/datanode.log 2>&1'
+  fi
+  for i in $(seq 1 "$nodes"); do docker exec -d "$(cname "$i")" sh -c "$start_data"; done
+fi
+check_readonly=1
+if [ "$mode" = systemd ] && [ $stub = 0 ]; then
+  check_readonly=0   # the electors already run and may have promoted a node
+fi
 for i in $(seq 1 "$nodes"); do
   c=$(cname "$i"); ok=0
   for _ in $(seq 1 50); do
     if docker exec "$c" redis-cli -p 6379 PING 2>/dev/null | grep -q PONG; then ok=1; break; fi
     sleep 0.2
   done
-  [ $ok = 1 ] || { docker exec "$c" tail -20 /var/log/datanode.log >&2; die "$c: data node did not answer PING"; }
-  role=$(docker exec "$c" redis-cli -p 6379 INFO replication | tr -d '\r' | grep '^role:' || true)
-  set_reply=$(docker exec "$c" redis-cli -p 6379 SET ansible-probe 1 2>&1 | tr -d '\r')
-  [ "$role" = role:slave ] || die "$c: data node started as '$role', expected role:slave"
-  case "$set_reply" in OK) die "$c: data node accepted a write right after start" ;; esac
-  say "$c: data node up, $role, SET refused: $set_reply"
+  [ $ok = 1 ] || die "$c: data node did not answer PING"
+  if [ $check_readonly = 1 ]; then
+    role=$(docker exec "$c" redis-cli -p 6379 INFO replication | tr -d '\r' | grep '^role:' || true)
+    set_reply=$(docker exec "$c" redis-cli -p 6379 SET ansible-probe 1 2>&1 | tr -d '\r')
+    [ "$role" = role:slave ] || die "$c: data node started as '$role', expected role:slave"
+    case "$set_reply" in OK) die "$c: data node accepted a write with no elector running" ;; esac
+    say "$c: data node up, $role, SET refused: $set_reply"
+  else
+    say "$c: data node up"
+  fi
 done
 
 # 5. electors + the playbook's verify play
-printf 'node_id: x\nlisten: 42\npeers: []\n' > "$tmp/broken.yaml"
-if "$elector_bin" check-config "$tmp/broken.yaml" >/dev/null 2>&1; then
-  stub=1
-else
-  stub=0
-fi
-for i in $(seq 1 "$nodes"); do
-  docker exec -d "$(cname "$i")" sh -c 'runuser -u elector -- /usr/local/bin/elector run --config /etc/elector/elector.yaml >/var/log/elector.log 2>&1'
-done
-sleep 2
-alive=0
-for i in $(seq 1 "$nodes"); do
-  if docker exec "$(cname "$i")" pgrep -x elector >/dev/null; then alive=$((alive + 1)); fi
-done
-if [ $alive = 0 ] && [ $stub = 1 ]; then
-  say "INCOMPLETE: $elector_bin exits at once and its check-config accepts a broken config:"
-  say "  it is still a stub, so no elector runs and the cluster (verify play) was not tested."
+if [ $stub = 1 ]; then
+  say "INCOMPLETE: $elector_bin is still a stub, so no elector runs and the cluster"
+  say "  (verify play, one primary) was not tested."
   exit 3
 fi
-[ $alive = "$nodes" ] || { docker exec "$c1" tail -20 /var/log/elector.log >&2; die "only $alive of $nodes electors running"; }
-say "electors running; ansible-playbook site.yml --tags verify"
+if [ "$mode" = none ]; then
+  for i in $(seq 1 "$nodes"); do
+    docker exec -d "$(cname "$i")" sh -c 'runuser -u elector -- /usr/local/bin/elector run --config /etc/elector/elector.yaml >/var/log/elector.log 2>&1'
+  done
+  sleep 1
+fi
+elector_log() {
+  if [ "$mode" = none ]; then docker exec "$1" tail -20 /var/log/elector.log
+  else docker exec "$1" journalctl -u elector --no-pager -n 20; fi
+}
+say "ansible-playbook site.yml --tags verify"
 if ! play --tags verify -e elector_verify=true > "$tmp/verify.log" 2>&1; then
   tail -40 "$tmp/verify.log" >&2
-  for i in $(seq 1 "$nodes"); do echo "--- $(cname "$i") elector.log" >&2; docker exec "$(cname "$i")" tail -15 /var/log/elector.log >&2; done
+  for i in $(seq 1 "$nodes"); do echo "--- $(cname "$i")" >&2; elector_log "$(cname "$i")" >&2 || true; done
   die "verify play failed"
 fi
 grep -E '"msg": "(elector-ans|one primary)' "$tmp/verify.log" | sed 's/^ *"msg": /   /'
 primary=$(grep -oE '"msg": "one primary: [^"]+' "$tmp/verify.log" | sed 's/.*one primary: //' | head -1)
+[ -n "$primary" ] || die "no primary in the verify output"
 for i in $(seq 1 "$nodes"); do
   c=$(cname "$i")
+  r=$(docker exec "$c" redis-cli -p 6379 SET ansible-probe "$i" 2>&1 | tr -d '\r')
   if [ "n$i" = "$primary" ]; then
-    r=$(docker exec "$c" redis-cli -p 6379 SET ansible-probe 1 | tr -d '\r')
     [ "$r" = OK ] || die "$c is the elected primary but SET answered: $r"
-    say "$c (primary $primary): SET ansible-probe -> OK"
+    say "$c (primary): SET -> OK"
+  else
+    [ "$r" != OK ] || die "$c is not the primary but accepted a write"
+    say "$c (replica): SET -> $r"
   fi
 done
-say "PASS ($nodes nodes, $backend)"
+say "PASS ($nodes nodes, $backend, $mode)"
