@@ -1,0 +1,111 @@
+//! The core's view of configuration: ids, membership, timings, eligibility.
+
+use crate::protocol::NodeId;
+
+/// Protocol timings in milliseconds (protocol §7; defaults from the seed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timings {
+    pub hb_interval_ms: u64,
+    pub down_after_ms: u64,
+    pub election_timeout_ms: u64,
+    pub backoff_min_ms: u64,
+    pub backoff_max_ms: u64,
+}
+
+impl Default for Timings {
+    fn default() -> Self {
+        Timings {
+            hb_interval_ms: 200,
+            down_after_ms: 5_000,
+            election_timeout_ms: 3_000,
+            backoff_min_ms: 1_000,
+            backoff_max_ms: 5_000,
+        }
+    }
+}
+
+impl Timings {
+    /// How long an echoed heartbeat stamp keeps a primary writable
+    /// (protocol §6.2). A replica that echoed stamp `s` refuses other
+    /// candidates until at least `s + voter_fresh`; the lease ends one
+    /// heartbeat before that, so two primaries never accept writes at once.
+    pub fn lease_ms(&self) -> u64 {
+        self.voter_fresh_ms().saturating_sub(self.hb_interval_ms).max(1)
+    }
+
+    /// How recently a voter must have heard the primary to refuse an OFFER
+    /// (protocol §6.3). Two heartbeats shorter than `down_after`, so a voter
+    /// whose view lags the candidate's by a heartbeat or two does not turn down
+    /// a legitimate election, while a primary that heartbeats normally (every
+    /// `hb_interval`) is always "fresh".
+    pub fn voter_fresh_ms(&self) -> u64 {
+        self.down_after_ms
+            .saturating_sub(2 * self.hb_interval_ms)
+            .max(self.hb_interval_ms)
+    }
+
+    /// How long a freshly started node listens before it may stand: long
+    /// enough to hear every live peer's heartbeat (and so its offset) twice.
+    pub fn startup_grace_ms(&self) -> u64 {
+        (3 * self.hb_interval_ms).min(self.down_after_ms)
+    }
+}
+
+/// One member of the cluster as the core needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub id: NodeId,
+    /// Data-node client address peers replicate from and clients are told.
+    pub data_addr: String,
+}
+
+/// Deliberate protocol violations, compiled into `elector-faulty` only, so the
+/// conformance suite can prove its checkers catch real bugs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    pub accept_twice_per_epoch: bool,
+    pub promote_without_quorum: bool,
+    pub no_lease_fencing: bool,
+}
+
+/// Everything the core is constructed with.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub node_id: NodeId,
+    /// Every member, this node included (protocol §6.1: quorum counts them all).
+    pub members: Vec<Member>,
+    pub timings: Timings,
+    /// 0 = never a candidate.
+    pub priority: u32,
+    /// A replica further behind than this (in replication-offset bytes) is
+    /// not electable (seed 001).
+    pub max_lag: u64,
+    /// Seeds the core's RNG (election backoff jitter).
+    pub seed: u64,
+    pub faults: Faults,
+}
+
+impl CoreConfig {
+    pub fn quorum(&self) -> usize {
+        self.members.len() / 2 + 1
+    }
+
+    pub fn data_addr_of(&self, id: &str) -> Option<&str> {
+        self.members
+            .iter()
+            .find(|m| m.id == id)
+            .map(|m| m.data_addr.as_str())
+    }
+
+    pub fn is_member(&self, id: &str) -> bool {
+        self.members.iter().any(|m| m.id == id)
+    }
+
+    /// Every member but this node.
+    pub fn peer_ids(&self) -> impl Iterator<Item = &str> {
+        self.members
+            .iter()
+            .map(|m| m.id.as_str())
+            .filter(move |id| *id != self.node_id)
+    }
+}

@@ -1,0 +1,256 @@
+//! Candidacy and voting (docs/protocol.md §4–§6).
+
+use super::{Action, Candidacy, Core, Notice, Reason};
+use crate::protocol::{Message, NodeId, RejectReason, Role};
+use rand::Rng;
+
+impl Core {
+    /// Whether this node may stand right now (protocol §6.5): priority above
+    /// zero, a reachable data node, and not too far behind.
+    pub(super) fn eligible(&self) -> bool {
+        if self.cfg.priority == 0 || !self.obs.reachable || self.data_down_since.is_some() {
+            return false;
+        }
+        self.lag().is_none_or(|lag| lag <= self.cfg.max_lag)
+    }
+
+    /// Bytes behind the best reference we have: the live primary's last
+    /// heartbeat, or else the best live peer (the one that would win).
+    pub fn lag(&self) -> Option<u64> {
+        let now = self.now;
+        let down = self.cfg.timings.down_after_ms;
+        let reference = match (self.primary(), self.primary_heard_at) {
+            (Some(p), Some(heard)) if p != self.cfg.node_id && now.saturating_sub(heard) < down => self
+                .peers
+                .get(p)
+                .and_then(|v| v.last_hb.as_ref())
+                .map(|hb| (hb.data_epoch, hb.offset)),
+            _ => self
+                .peers
+                .iter()
+                .filter(|v| v.alive(now, down))
+                .filter_map(|v| v.last_hb.as_ref())
+                .filter(|hb| hb.eligible)
+                .map(|hb| (hb.data_epoch, hb.offset))
+                .max(),
+        }?;
+        // Offsets of different streams are not comparable; the candidate
+        // rule ranks those by stream epoch instead.
+        (reference.0 == self.state.data_epoch).then(|| reference.1.saturating_sub(self.my_offset()))
+    }
+
+    /// Why the primary counts as gone, or None while it is alive.
+    fn primary_gone(&self) -> Option<Reason> {
+        let t = &self.cfg.timings;
+        if self.primary_resigned.is_some() {
+            return Some(Reason::PrimaryResigned);
+        }
+        match (self.primary.as_deref(), self.primary_heard_at) {
+            (None, _) => (self.now >= self.started_at + t.startup_grace_ms()).then_some(Reason::Startup),
+            (Some(p), _) if p == self.cfg.node_id => None,
+            (Some(_), Some(heard)) if self.now.saturating_sub(heard) < t.down_after_ms => None,
+            (Some(_), _) => Some(Reason::PeerTimeout),
+        }
+    }
+
+    /// Whether a voter should still defend its primary (protocol §6.3).
+    fn primary_fresh_for_voting(&self) -> bool {
+        if self.primary_resigned.is_some() {
+            return false;
+        }
+        if self.role == Role::Primary {
+            return true;
+        }
+        match (self.primary.as_deref(), self.primary_heard_at) {
+            (Some(p), Some(heard)) if p != self.cfg.node_id => {
+                self.now.saturating_sub(heard) < self.cfg.timings.voter_fresh_ms()
+            }
+            _ => false,
+        }
+    }
+
+    /// Candidate selection (protocol §4.2): among live, eligible peers nobody
+    /// has a higher offset, or the same offset and a lower node id.
+    fn is_best_candidate(&self) -> bool {
+        let mine = (self.position(), std::cmp::Reverse(self.cfg.node_id.as_str()));
+        let down = self.cfg.timings.down_after_ms;
+        self.peers.iter_named().all(|(id, view)| {
+            let Some(hb) = view.last_hb.as_ref() else { return true };
+            if !view.alive(self.now, down) || !hb.eligible {
+                return true;
+            }
+            ((hb.data_epoch, hb.offset), std::cmp::Reverse(id)) < mine
+        })
+    }
+
+    /// Stands for election when the rules allow (protocol §5.1).
+    pub(super) fn maybe_stand(&mut self) {
+        if self.candidacy.is_some() || self.now < self.backoff_until || !self.eligible() {
+            return;
+        }
+        let Some(reason) = self.primary_gone() else { return };
+        let handover_to_me = self.primary_resigned.as_ref().and_then(|t| t.as_deref()) == Some(self.cfg.node_id.as_str());
+        // Pre-check (protocol §6.6): a node that cannot hear a majority would
+        // only push epochs up for nothing.
+        let reachable = 1 + self.peers.count_heard_within(self.now, self.cfg.timings.down_after_ms);
+        if reachable < self.cfg.quorum() && !self.cfg.faults.promote_without_quorum {
+            return;
+        }
+        if !handover_to_me && !self.is_best_candidate() {
+            return;
+        }
+        self.start_candidacy(if handover_to_me { Reason::Switchover } else { reason });
+    }
+
+    fn start_candidacy(&mut self, reason: Reason) {
+        let epoch = self.state.epoch.max(self.state.voted_epoch).max(self.max_seen_epoch) + 1;
+        self.state.voted_epoch = epoch;
+        self.state.voted_for = Some(self.cfg.node_id.clone());
+        self.voted_at = self.now;
+        self.max_seen_epoch = epoch;
+        self.persist();
+        let mut votes = std::collections::BTreeSet::new();
+        votes.insert(self.cfg.node_id.clone());
+        self.candidacy = Some(Candidacy {
+            epoch,
+            votes,
+            rejects: Default::default(),
+            deadline: self.now + self.cfg.timings.election_timeout_ms,
+        });
+        tracing::info!(epoch, reason = %reason, offset = self.my_offset(), "standing for election");
+        self.set_role(Role::Candidate, reason);
+        self.emit(Action::Notify(Notice::ElectionStarted { epoch }));
+        let (data_epoch, offset) = self.position();
+        self.broadcast(Message::Offer {
+            epoch,
+            candidate: self.cfg.node_id.clone(),
+            offset,
+            data_epoch,
+        });
+        self.check_won();
+    }
+
+    pub(super) fn on_offer(&mut self, from: NodeId, epoch: u64, candidate: NodeId, position: (u64, u64)) {
+        self.max_seen_epoch = self.max_seen_epoch.max(epoch);
+        if candidate != from {
+            return;
+        }
+        let known = self.state.epoch.max(self.state.voted_epoch);
+        let twice = self.cfg.faults.accept_twice_per_epoch && epoch == self.state.voted_epoch && epoch > self.state.epoch;
+        let verdict = if epoch <= known && !twice {
+            Err(if epoch == self.state.voted_epoch {
+                RejectReason::AlreadyVoted
+            } else {
+                RejectReason::StaleEpoch
+            })
+        } else if self.primary_fresh_for_voting() {
+            Err(RejectReason::PrimaryAlive)
+        } else if self.obs.offset.is_none() {
+            Err(RejectReason::OwnOffsetUnknown)
+        } else if position < self.position() {
+            Err(RejectReason::CandidateBehind)
+        } else {
+            Ok(())
+        };
+        match verdict {
+            Ok(()) => {
+                self.state.voted_epoch = epoch;
+                self.state.voted_for = Some(candidate.clone());
+                self.voted_at = self.now;
+                self.persist();
+                if self.role == Role::Candidate {
+                    self.candidacy = None;
+                    self.set_role(Role::Replica, Reason::LostElection);
+                }
+                tracing::info!(epoch, %candidate, "voted");
+                self.emit(Action::Send {
+                    to: candidate,
+                    msg: Message::Accept {
+                        epoch,
+                        voter: self.cfg.node_id.clone(),
+                    },
+                });
+            }
+            Err(reason) => {
+                tracing::debug!(epoch, %candidate, reason = reason.as_str(), "refused offer");
+                self.emit(Action::Send {
+                    to: candidate,
+                    msg: Message::Reject {
+                        epoch,
+                        voter: self.cfg.node_id.clone(),
+                        reason,
+                        max_epoch: known.max(self.max_seen_epoch),
+                    },
+                });
+            }
+        }
+    }
+
+    pub(super) fn on_accept(&mut self, epoch: u64, voter: NodeId) {
+        let Some(c) = self.candidacy.as_mut() else { return };
+        if c.epoch != epoch || !self.cfg.is_member(&voter) {
+            return;
+        }
+        c.votes.insert(voter);
+        self.check_won();
+    }
+
+    pub(super) fn on_reject(&mut self, epoch: u64, voter: NodeId, reason: RejectReason, max_epoch: u64) {
+        self.max_seen_epoch = self.max_seen_epoch.max(max_epoch);
+        let members = self.cfg.members.len();
+        let quorum = self.cfg.quorum();
+        let Some(c) = self.candidacy.as_mut() else { return };
+        if c.epoch != epoch {
+            return;
+        }
+        c.rejects.insert(voter.clone());
+        tracing::info!(epoch, %voter, reason = reason.as_str(), "offer refused");
+        if members - c.rejects.len() < quorum {
+            // A quorum is out of reach in this epoch: give up now instead of
+            // waiting for the election timeout.
+            self.abandon_candidacy(Reason::LostElection);
+        }
+    }
+
+    pub(super) fn check_candidacy_timeout(&mut self) {
+        if self.candidacy.as_ref().is_some_and(|c| self.now >= c.deadline) {
+            self.abandon_candidacy(Reason::ElectionTimeout);
+        }
+    }
+
+    fn abandon_candidacy(&mut self, reason: Reason) {
+        self.candidacy = None;
+        let t = self.cfg.timings;
+        let jitter = self.rng.gen_range(t.backoff_min_ms..=t.backoff_max_ms.max(t.backoff_min_ms));
+        self.backoff_until = self.now + jitter;
+        self.set_role(Role::Replica, reason);
+    }
+
+    fn check_won(&mut self) {
+        let Some(c) = self.candidacy.as_ref() else { return };
+        if c.votes.len() < self.cfg.quorum() && !self.cfg.faults.promote_without_quorum {
+            return;
+        }
+        let epoch = c.epoch;
+        self.candidacy = None;
+        self.state.epoch = epoch;
+        self.persist();
+        self.primary = Some(self.cfg.node_id.clone());
+        self.primary_resigned = None;
+        self.primary_heard_at = Some(self.now);
+        // Writable only once a quorum echoes our stamps (protocol §6.2): the
+        // voters' ACCEPTs do not stop them voting again in a later epoch.
+        self.fenced_by_lease = !self.cfg.faults.no_lease_fencing && !self.cfg.faults.promote_without_quorum;
+        self.lease_held_once = false;
+        self.set_role(Role::Primary, Reason::WonElection);
+        self.sync_data_target();
+        let addr = self.cfg.data_addr_of(&self.cfg.node_id).unwrap_or_default().to_string();
+        self.broadcast(Message::Announce {
+            epoch,
+            primary: self.cfg.node_id.clone(),
+            primary_addr: addr,
+            stamp: self.now,
+        });
+        self.check_lease();
+    }
+}

@@ -1,0 +1,586 @@
+//! The pure election core: `handle(now, event) -> actions` (docs/protocol.md).
+//!
+//! No sockets, no clock reads, no randomness of its own: time comes in with
+//! every call and jitter comes from an RNG seeded by the caller, so the same
+//! inputs always give the same outputs. The tokio shell and the deterministic
+//! simulator drive the very same code.
+//!
+//! Split by concern: [`election`] (candidacy and voting), [`primary`] (lease,
+//! resignation, switchover), [`peers`] (what we know of each peer); this file
+//! holds the state, the event dispatch and the persist gate.
+
+mod config;
+mod election;
+mod peers;
+mod primary;
+mod types;
+
+pub use config::{CoreConfig, Faults, Member, Timings};
+pub use peers::PeerView;
+pub use types::{Action, DataNodeTarget, Millis, Notice, Observation, PersistedState, Reason};
+
+use crate::protocol::{Heartbeat, Message, NodeId, Role};
+use peers::Peers;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+/// Inputs to the core.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Time passed; the shell calls this at [`Core::next_wakeup`] at the latest.
+    Tick,
+    /// A message from peer `from` (the transport has authenticated the sender).
+    Message { from: NodeId, msg: Message },
+    /// The data-node adapter's latest observation.
+    DataNode(Observation),
+    /// The persist with this sequence number is durable.
+    Persisted { seq: u64 },
+    /// The persist with this sequence number failed.
+    PersistFailed { seq: u64, error: String },
+    /// An operator asked for a planned handover to `to`.
+    SwitchoverRequested { to: NodeId, timeout_ms: u64 },
+}
+
+/// A candidacy in progress.
+#[derive(Debug, Clone)]
+struct Candidacy {
+    epoch: u64,
+    votes: std::collections::BTreeSet<NodeId>,
+    rejects: std::collections::BTreeSet<NodeId>,
+    deadline: Millis,
+}
+
+/// A planned handover in progress on the primary.
+#[derive(Debug, Clone)]
+struct Switchover {
+    to: NodeId,
+    deadline: Millis,
+    /// `Some(seq)` while draining (waiting for the fence `seq` to apply and
+    /// the target to catch up); `None` once this node has resigned.
+    draining_fence_seq: Option<u64>,
+}
+
+/// The election state machine of one node.
+pub struct Core {
+    cfg: CoreConfig,
+    rng: StdRng,
+    /// In-memory copy of what is (or is about to be) durable.
+    state: PersistedState,
+    role: Role,
+    /// The primary of `state.epoch` as far as we know (may be us).
+    primary: Option<NodeId>,
+    /// When the primary last proved it is alive (HB as primary, ANNOUNCE).
+    primary_heard_at: Option<Millis>,
+    /// The primary's clock stamp in its latest HB/ANNOUNCE (echoed back).
+    primary_stamp: u64,
+    /// The primary of `state.epoch` has given up the role (switchover, data
+    /// node down, or a restart); `Some(Some(id))` names its chosen successor.
+    primary_resigned: Option<Option<NodeId>>,
+    peers: Peers,
+    /// Highest epoch seen in any message (a hint for choosing the next epoch).
+    max_seen_epoch: u64,
+    started_at: Millis,
+    /// When this node last voted (unknown after a restart: assume just now).
+    voted_at: Millis,
+    candidacy: Option<Candidacy>,
+    backoff_until: Millis,
+    next_hb_at: Millis,
+    obs: Observation,
+    data_down_since: Option<Millis>,
+    target: DataNodeTarget,
+    target_seq: u64,
+    /// `(target seq, epoch)`: once the data node has applied that target and
+    /// reports its link up, its data is part of `epoch`'s stream.
+    stream_claim: Option<(u64, u64)>,
+    fenced_by_lease: bool,
+    /// Whether this primary has held its lease at least once in its epoch
+    /// (the first unfence after winning is reason won_election).
+    lease_held_once: bool,
+    switchover: Option<Switchover>,
+    persist_seq: u64,
+    durable_seq: u64,
+    /// After a failed write: when to try persisting again.
+    persist_retry_at: Option<Millis>,
+    /// Actions waiting for a persist: `(required durable seq, action)`.
+    held: Vec<(u64, Action)>,
+    out: Vec<Action>,
+    now: Millis,
+}
+
+impl Core {
+    /// Builds the core from its config and the state recovered from disk.
+    /// Call [`Core::start`] next: it emits the start-up clamp.
+    pub fn new(cfg: CoreConfig, recovered: PersistedState, now: Millis) -> Core {
+        let peers = Peers::new(cfg.peer_ids().map(str::to_string));
+        Core {
+            rng: StdRng::seed_from_u64(cfg.seed),
+            max_seen_epoch: recovered.epoch.max(recovered.voted_epoch),
+            state: recovered,
+            role: Role::Replica,
+            primary: None,
+            primary_heard_at: None,
+            primary_stamp: 0,
+            primary_resigned: None,
+            peers,
+            started_at: now,
+            voted_at: now,
+            candidacy: None,
+            backoff_until: now,
+            next_hb_at: now,
+            obs: Observation::default(),
+            data_down_since: None,
+            target: DataNodeTarget::Isolated,
+            target_seq: 0,
+            stream_claim: None,
+            fenced_by_lease: false,
+            lease_held_once: false,
+            switchover: None,
+            persist_seq: 0,
+            durable_seq: 0,
+            persist_retry_at: None,
+            held: Vec::new(),
+            out: Vec::new(),
+            now,
+            cfg,
+        }
+    }
+
+    /// The restart clamp (protocol §6.4): before anything else the data node
+    /// is made read-only with no upstream. It stays so until this elector has
+    /// won or learned an election.
+    pub fn start(&mut self, now: Millis) -> Vec<Action> {
+        self.now = now;
+        self.target_seq += 1;
+        self.emit(Action::ApplyDataNode {
+            seq: self.target_seq,
+            target: DataNodeTarget::Isolated,
+        });
+        self.emit(Action::Notify(Notice::RoleChanged {
+            from: Role::Replica,
+            to: Role::Replica,
+            epoch: self.state.epoch,
+            primary: None,
+            reason: Reason::Startup,
+        }));
+        std::mem::take(&mut self.out)
+    }
+
+    /// Feeds one event; returns the actions to carry out, in order.
+    pub fn handle(&mut self, now: Millis, event: Event) -> Vec<Action> {
+        self.now = now.max(self.now);
+        // A candidate past its deadline must not count a late ACCEPT (after a
+        // stall, say): voters rely on candidacies ending on time (§6.2).
+        self.check_candidacy_timeout();
+        match event {
+            Event::Tick => {}
+            Event::Message { from, msg } => self.on_message(from, msg),
+            Event::DataNode(obs) => self.on_observation(obs),
+            Event::Persisted { seq } => self.on_persisted(seq),
+            Event::PersistFailed { seq, error } => self.on_persist_failed(seq, error),
+            Event::SwitchoverRequested { to, timeout_ms } => self.on_switchover_request(to, timeout_ms),
+        }
+        self.evaluate();
+        std::mem::take(&mut self.out)
+    }
+
+    /// The latest time by which [`Event::Tick`] must be delivered for timers
+    /// to fire on time.
+    pub fn next_wakeup(&self) -> Millis {
+        let t = &self.cfg.timings;
+        let mut at = self.next_hb_at;
+        let mut consider = |deadline: Option<Millis>| {
+            if let Some(d) = deadline {
+                if d > self.now {
+                    at = at.min(d);
+                }
+            }
+        };
+        consider(self.candidacy.as_ref().map(|c| c.deadline));
+        consider(self.switchover.as_ref().map(|s| s.deadline));
+        consider(Some(self.backoff_until));
+        consider(self.persist_retry_at);
+        consider(Some(self.voted_at + t.election_timeout_ms + t.hb_interval_ms));
+        consider(Some(self.started_at + t.startup_grace_ms()));
+        consider(self.primary_heard_at.map(|h| h + t.down_after_ms));
+        consider(self.data_down_since.map(|d| d + t.down_after_ms));
+        for view in self.peers.iter() {
+            consider(view.last_hb.as_ref().filter(|hb| hb.echo > 0).map(|hb| hb.echo + t.lease_ms()));
+            consider(view.last_heard.map(|h| h + t.down_after_ms));
+        }
+        at.max(self.now + 1)
+    }
+
+    // ----- read-only accessors for the shell's /status -----
+
+    pub fn node_id(&self) -> &str {
+        &self.cfg.node_id
+    }
+    pub fn config(&self) -> &CoreConfig {
+        &self.cfg
+    }
+    pub fn role(&self) -> Role {
+        self.role
+    }
+    pub fn epoch(&self) -> u64 {
+        self.state.epoch
+    }
+    pub fn persisted(&self) -> &PersistedState {
+        &self.state
+    }
+    /// The primary this node recognises right now (None while it knows none,
+    /// or while the known one has resigned).
+    pub fn primary(&self) -> Option<&str> {
+        if self.primary_resigned.is_some() {
+            return None;
+        }
+        self.primary.as_deref()
+    }
+    pub fn fenced(&self) -> bool {
+        !self.target.writable()
+    }
+    pub fn data_target(&self) -> &DataNodeTarget {
+        &self.target
+    }
+    pub fn peer_views(&self) -> impl Iterator<Item = (&str, &PeerView)> {
+        self.peers.iter_named()
+    }
+    pub fn peer_alive(&self, view: &PeerView) -> bool {
+        view.alive(self.now, self.cfg.timings.down_after_ms)
+    }
+    pub fn observation(&self) -> &Observation {
+        &self.obs
+    }
+    pub fn switchover_target(&self) -> Option<&str> {
+        self.switchover.as_ref().map(|s| s.to.as_str())
+    }
+
+    // ----- event handlers -----
+
+    fn on_message(&mut self, from: NodeId, msg: Message) {
+        if from == self.cfg.node_id || !self.cfg.is_member(&from) {
+            return;
+        }
+        self.peers.heard(&from, self.now);
+        match msg {
+            Message::Hello { .. } => {}
+            Message::Hb(hb) => self.on_heartbeat(from, hb),
+            Message::Offer {
+                epoch,
+                candidate,
+                offset,
+                data_epoch,
+            } => self.on_offer(from, epoch, candidate, (data_epoch, offset)),
+            Message::Accept { epoch, voter } => self.on_accept(epoch, voter),
+            Message::Reject {
+                epoch,
+                voter,
+                reason,
+                max_epoch,
+            } => self.on_reject(epoch, voter, reason, max_epoch),
+            Message::Announce {
+                epoch, primary, stamp, ..
+            } => self.on_announce(from, epoch, primary, stamp),
+            Message::Handover { epoch, from: old, to } => self.on_handover(epoch, old, to),
+        }
+    }
+
+    fn on_heartbeat(&mut self, from: NodeId, hb: Heartbeat) {
+        self.max_seen_epoch = self.max_seen_epoch.max(hb.max_epoch).max(hb.epoch);
+        self.peers.record_heartbeat(&from, hb.clone());
+        let me = self.cfg.node_id.clone();
+        if hb.epoch > self.state.epoch {
+            // Protocol §5.3: a newer committed epoch wins; follow its primary.
+            if let Some(p) = hb.primary.clone() {
+                self.learn_primary(hb.epoch, p, Reason::NewerEpoch);
+            }
+            return;
+        }
+        if hb.epoch < self.state.epoch {
+            return;
+        }
+        // Same epoch.
+        if self.primary.as_deref() == Some(from.as_str()) {
+            if hb.role == Role::Primary {
+                if self.primary_resigned.is_none() {
+                    self.primary_heard_at = Some(self.now);
+                    self.primary_stamp = self.primary_stamp.max(hb.stamp);
+                }
+            } else if self.primary_resigned.is_none() {
+                // Our primary says it no longer is one: it resigned.
+                self.primary_resigned = Some(None);
+            }
+        } else if self.primary.is_none() && hb.role == Role::Primary && hb.primary.as_deref() == Some(&from) {
+            // We restarted into epoch `hb.epoch` without knowing its primary.
+            self.learn_primary(hb.epoch, from, Reason::NewerEpoch);
+        } else if hb.primary.as_deref() == Some(me.as_str())
+            && self.role != Role::Primary
+            && self.primary.is_none()
+        {
+            // Peers still think we are the primary of this epoch, but we lost
+            // the role in a restart: record it as resigned so nobody waits.
+            self.primary = Some(me);
+            self.primary_resigned = Some(None);
+        }
+    }
+
+    fn on_announce(&mut self, from: NodeId, epoch: u64, primary: NodeId, stamp: u64) {
+        self.max_seen_epoch = self.max_seen_epoch.max(epoch);
+        if primary != from || !self.cfg.is_member(&primary) {
+            return;
+        }
+        if epoch > self.state.epoch {
+            let reason = if self.role == Role::Candidate {
+                Reason::LostElection
+            } else {
+                Reason::NewerEpoch
+            };
+            self.learn_primary(epoch, primary, reason);
+            self.primary_stamp = stamp;
+            // Echo the new primary's stamp at once: its lease starts with it.
+            self.next_hb_at = self.now;
+        } else if epoch == self.state.epoch
+            && self.primary.as_deref() == Some(primary.as_str())
+            && self.primary_resigned.is_none()
+        {
+            self.primary_heard_at = Some(self.now);
+            self.primary_stamp = self.primary_stamp.max(stamp);
+        }
+    }
+
+    fn on_observation(&mut self, obs: Observation) {
+        if obs.reachable {
+            if self.data_down_since.take().is_some() {
+                tracing::info!("data node reachable again");
+            }
+        } else if self.data_down_since.is_none() {
+            self.data_down_since = Some(self.now);
+            self.emit(Action::Notify(Notice::Fault {
+                what: "data node unreachable".into(),
+            }));
+        }
+        if let Some((seq, epoch)) = self.stream_claim {
+            if obs.reachable && obs.link_up && obs.applied_seq >= seq && epoch > self.state.data_epoch {
+                self.state.data_epoch = epoch;
+                self.persist();
+            }
+        }
+        // An unreachable observation carries no offset; keep the last known one.
+        let offset = obs.offset.or(self.obs.offset);
+        self.obs = Observation { offset, ..obs };
+    }
+
+    fn on_persisted(&mut self, seq: u64) {
+        self.durable_seq = self.durable_seq.max(seq);
+        let durable = self.durable_seq;
+        let split = self.held.iter().position(|(need, _)| *need > durable).unwrap_or(self.held.len());
+        let ready: Vec<(u64, Action)> = self.held.drain(..split).collect();
+        self.out.extend(ready.into_iter().map(|(_, a)| a));
+    }
+
+    fn on_persist_failed(&mut self, seq: u64, error: String) {
+        // Whatever waited for this write must not happen: drop it. The
+        // in-memory state stays as it is (conservative: it only ever records
+        // *more* votes than the disk). Until a retry succeeds every action
+        // stays held, so the node is silent and its data node keeps the
+        // fence we apply here; peers see it as down, which it is.
+        tracing::error!(seq, %error, "persisting the election state failed");
+        self.held.clear();
+        self.persist_retry_at = Some(self.now + self.cfg.timings.hb_interval_ms);
+        self.candidacy = None;
+        if self.role != Role::Replica {
+            self.set_role(Role::Replica, Reason::PersistFailed);
+        }
+        if self.primary.as_deref() == Some(self.cfg.node_id.as_str()) {
+            self.primary_resigned = Some(None);
+        }
+        self.backoff_until = self.now + self.cfg.timings.backoff_min_ms;
+        self.emit(Action::Notify(Notice::Fault {
+            what: format!("persist failed: {error}"),
+        }));
+    }
+
+    /// Runs every timer-driven rule; called after every event.
+    fn evaluate(&mut self) {
+        if self.persist_retry_at.is_some_and(|at| self.now >= at) {
+            self.persist_retry_at = None;
+            self.persist();
+        }
+        self.check_candidacy_timeout();
+        if self.role == Role::Primary {
+            self.check_data_node_on_primary();
+        }
+        if self.role == Role::Primary {
+            self.check_lease();
+            self.progress_switchover();
+        }
+        self.check_switchover_deadline();
+        if self.role == Role::Replica {
+            self.maybe_stand();
+        }
+        self.sync_data_target();
+        if self.now >= self.next_hb_at {
+            self.broadcast_heartbeat();
+            self.next_hb_at = self.now + self.cfg.timings.hb_interval_ms;
+        }
+    }
+
+    // ----- shared helpers -----
+
+    /// Adopts `primary` as the primary of committed `epoch`.
+    fn learn_primary(&mut self, epoch: u64, primary: NodeId, reason: Reason) {
+        // Equal epochs happen after a restart: we learn the primary of the
+        // epoch we already had on disk, nothing new to persist.
+        if epoch > self.state.epoch {
+            self.state.epoch = epoch;
+            self.persist();
+        }
+        self.max_seen_epoch = self.max_seen_epoch.max(epoch);
+        self.candidacy = None;
+        self.primary_resigned = None;
+        self.primary_heard_at = Some(self.now);
+        self.primary_stamp = 0;
+        self.fenced_by_lease = false;
+        self.finish_switchover_on_new_primary(&primary, epoch);
+        let me = primary == self.cfg.node_id;
+        self.primary = Some(primary.clone());
+        if me {
+            // Only possible after a restart that lost the role: not ours.
+            self.primary_resigned = Some(None);
+            if self.role != Role::Replica {
+                self.set_role(Role::Replica, reason);
+            }
+            return;
+        }
+        if self.role != Role::Replica {
+            self.set_role(Role::Replica, reason);
+        }
+        self.emit(Action::Notify(Notice::Following {
+            primary,
+            epoch,
+            reason,
+        }));
+    }
+
+    fn set_role(&mut self, to: Role, reason: Reason) {
+        let from = self.role;
+        self.role = to;
+        let primary = self.primary().map(str::to_string);
+        tracing::info!(from = %from, to = %to, epoch = self.state.epoch, reason = %reason, "role change");
+        self.emit(Action::Notify(Notice::RoleChanged {
+            from,
+            to,
+            epoch: self.state.epoch,
+            primary,
+            reason,
+        }));
+    }
+
+    /// Recomputes what the data node should be and emits a change.
+    fn sync_data_target(&mut self) {
+        let me = self.cfg.node_id.as_str();
+        let target = match self.role {
+            Role::Primary if self.fenced_by_lease || self.switchover.is_some() => DataNodeTarget::FencedPrimary,
+            Role::Primary => DataNodeTarget::Primary,
+            _ => match (&self.primary, &self.primary_resigned) {
+                (Some(p), None) if p != me => DataNodeTarget::Follow {
+                    primary: p.clone(),
+                    primary_addr: self.cfg.data_addr_of(p).unwrap_or_default().to_string(),
+                },
+                // A primary that resigned for a handover stays a fenced
+                // primary so its replicas keep streaming until the successor
+                // announces itself.
+                (Some(p), Some(_)) if p == me && self.switchover.is_some() => DataNodeTarget::FencedPrimary,
+                _ => DataNodeTarget::Isolated,
+            },
+        };
+        if target != self.target {
+            self.target = target.clone();
+            self.target_seq += 1;
+            self.stream_claim = match target {
+                DataNodeTarget::Primary | DataNodeTarget::Follow { .. } => Some((self.target_seq, self.state.epoch)),
+                _ => None,
+            };
+            self.emit(Action::ApplyDataNode {
+                seq: self.target_seq,
+                target,
+            });
+        }
+    }
+
+    fn broadcast_heartbeat(&mut self) {
+        let hb = Heartbeat {
+            epoch: self.state.epoch,
+            node_id: self.cfg.node_id.clone(),
+            role: self.role,
+            offset: self.my_offset(),
+            max_epoch: self.state.voted_epoch.max(self.state.epoch),
+            primary: self.primary.clone(),
+            eligible: self.eligible() && self.primary_resigned_by_me().is_none(),
+            fenced: self.fenced(),
+            data_epoch: self.state.data_epoch,
+            stamp: self.now,
+            echo: self.echo(),
+        };
+        self.broadcast(Message::Hb(hb));
+    }
+
+    /// The primary stamp we vouch for: only while we follow a live primary
+    /// and no vote of ours in a later epoch can still elect a successor (a
+    /// candidacy lasts `election_timeout` at most, counted from before our
+    /// vote), so that vote must not also extend the old primary's lease.
+    fn echo(&self) -> u64 {
+        let t = &self.cfg.timings;
+        let vote_settled = self.state.voted_epoch <= self.state.epoch
+            || self.now >= self.voted_at + t.election_timeout_ms + t.hb_interval_ms;
+        let following = self.role == Role::Replica
+            && self.primary_resigned.is_none()
+            && self.primary.as_deref().is_some_and(|p| p != self.cfg.node_id)
+            && vote_settled;
+        if following {
+            self.primary_stamp
+        } else {
+            0
+        }
+    }
+
+    fn primary_resigned_by_me(&self) -> Option<()> {
+        (self.primary.as_deref() == Some(self.cfg.node_id.as_str()) && self.primary_resigned.is_some()).then_some(())
+    }
+
+    fn broadcast(&mut self, msg: Message) {
+        let peers: Vec<NodeId> = self.cfg.peer_ids().map(str::to_string).collect();
+        for to in peers {
+            self.emit(Action::Send { to, msg: msg.clone() });
+        }
+    }
+
+    fn my_offset(&self) -> u64 {
+        self.obs.offset.unwrap_or(0)
+    }
+
+    /// How fresh our data is: `(stream epoch, offset)`, compared
+    /// lexicographically (protocol §4.3).
+    pub fn position(&self) -> (u64, u64) {
+        (self.state.data_epoch, self.my_offset())
+    }
+
+    /// Queues a durable write of the current state; later actions wait for it.
+    fn persist(&mut self) {
+        self.persist_seq += 1;
+        self.out.push(Action::Persist {
+            seq: self.persist_seq,
+            state: self.state.clone(),
+        });
+    }
+
+    /// Emits an action, holding it back while a persist is in flight
+    /// (protocol §5.2: messages that depend on a vote leave only after it is
+    /// durable).
+    fn emit(&mut self, action: Action) {
+        if self.persist_seq > self.durable_seq {
+            self.held.push((self.persist_seq, action));
+        } else {
+            self.out.push(action);
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Plain data the core consumes and produces. No I/O, no clocks.
+
+use crate::protocol::{Message, NodeId, Role};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Monotonic milliseconds, supplied by the caller (the shell's `Instant`, or
+/// the simulator's virtual clock). The core never reads a clock itself.
+pub type Millis = u64;
+
+/// What must survive a restart (protocol §5.2). The shell writes it with
+/// write-temp, fsync, rename, fsync-dir before any message that depends on it
+/// leaves.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PersistedState {
+    /// Highest committed epoch this node has learned (ANNOUNCE or primary HB).
+    pub epoch: u64,
+    /// Highest epoch in which this node has cast a vote (its own candidacy
+    /// included). A node never votes in an epoch `<= voted_epoch` again.
+    pub voted_epoch: u64,
+    /// Whom it voted for in `voted_epoch` (for operators; not needed for safety).
+    pub voted_for: Option<NodeId>,
+    /// Epoch of the replication stream the data node last joined (§4.3).
+    /// Durable so that a restarted elector neither undersells its data when
+    /// voting (which could elect a candidate missing acknowledged writes)
+    /// nor has to rediscover it.
+    #[serde(default)]
+    pub data_epoch: u64,
+}
+
+/// What the data node should be. The shell's adapter drives the real server
+/// towards the latest target and keeps retrying; it reports what it sees back
+/// as an [`Observation`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DataNodeTarget {
+    /// Accept writes: `REPLICAOF NO ONE` and no fence.
+    Primary,
+    /// A primary that must not accept writes right now (quorum lost, or a
+    /// switchover is draining). Keeps its data and replication stream.
+    FencedPrimary,
+    /// Replicate from `primary` (whose data address is `primary_addr`).
+    Follow { primary: NodeId, primary_addr: String },
+    /// Read-only with no upstream: the start-up clamp and the state between
+    /// losing a primary and learning the next.
+    Isolated,
+}
+
+impl DataNodeTarget {
+    /// True when the data node accepts writes in this target.
+    pub fn writable(&self) -> bool {
+        matches!(self, DataNodeTarget::Primary)
+    }
+}
+
+/// The data node's state as last observed by the adapter.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Observation {
+    pub reachable: bool,
+    /// Replication offset (primary: master offset; replica: applied offset).
+    pub offset: Option<u64>,
+    /// Replica: the link to its upstream is up. Primary: always true.
+    pub link_up: bool,
+    /// Sequence number of the last [`Action::ApplyDataNode`] the adapter has
+    /// carried out successfully (0 before any).
+    pub applied_seq: u64,
+}
+
+/// Machine-readable cause of a role change or fence change (issue 3 §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    Startup,
+    PeerTimeout,
+    WonElection,
+    LostElection,
+    ElectionTimeout,
+    NewerEpoch,
+    QuorumLost,
+    QuorumRegained,
+    Switchover,
+    SwitchoverRollback,
+    DataNodeDown,
+    DataNodeRecovered,
+    PersistFailed,
+    PrimaryResigned,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Startup => "startup",
+            Reason::PeerTimeout => "peer_timeout",
+            Reason::WonElection => "won_election",
+            Reason::LostElection => "lost_election",
+            Reason::ElectionTimeout => "election_timeout",
+            Reason::NewerEpoch => "newer_epoch",
+            Reason::QuorumLost => "quorum_lost",
+            Reason::QuorumRegained => "quorum_regained",
+            Reason::Switchover => "switchover",
+            Reason::SwitchoverRollback => "switchover_rollback",
+            Reason::DataNodeDown => "data_node_down",
+            Reason::DataNodeRecovered => "data_node_recovered",
+            Reason::PersistFailed => "persist_failed",
+            Reason::PrimaryResigned => "primary_resigned",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Something an operator should be told about (logs, `/status`, hooks, metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    RoleChanged {
+        from: Role,
+        to: Role,
+        epoch: u64,
+        primary: Option<NodeId>,
+        reason: Reason,
+    },
+    /// The data node stopped (true) or resumed (false) accepting writes while
+    /// this node stayed primary.
+    FenceChanged { fenced: bool, epoch: u64, reason: Reason },
+    /// A replica starts following a (new) primary.
+    Following { primary: NodeId, epoch: u64, reason: Reason },
+    ElectionStarted { epoch: u64 },
+    /// A switchover ended: `Ok` with the new primary's id or `Err` with why.
+    SwitchoverFinished { to: NodeId, result: Result<u64, String> },
+    /// A fault worth a hook (`on_fault`): persist failure, data node trouble.
+    Fault { what: String },
+}
+
+/// What the core asks the shell to do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Send { to: NodeId, msg: Message },
+    /// Write `state` durably. Every action emitted after this one is held
+    /// back by the core until [`crate::core::Event::Persisted`] for `seq`.
+    Persist { seq: u64, state: PersistedState },
+    /// Drive the data node towards `target`; report success via the
+    /// observation's `applied_seq`.
+    ApplyDataNode { seq: u64, target: DataNodeTarget },
+    Notify(Notice),
+}

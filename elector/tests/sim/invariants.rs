@@ -1,0 +1,152 @@
+//! Safety invariants, checked after every simulated event
+//! (docs/protocol.md §9.2).
+
+use super::datalayer::{AckedWrite, DataNode};
+use super::SimNode;
+use elector::core::{Millis, PersistedState, Timings};
+use elector::protocol::Message;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub struct Invariants {
+    n: usize,
+    timings: Timings,
+    /// epoch -> the node that became primary in it.
+    primaries: BTreeMap<u64, usize>,
+    /// (voter, epoch) -> candidate it voted for (itself for a candidacy).
+    votes: BTreeMap<(usize, u64), usize>,
+    /// (epoch, candidate) -> voters whose ACCEPT was sent.
+    accepts: BTreeMap<(u64, usize), BTreeSet<usize>>,
+    durable: Vec<PersistedState>,
+    /// Since when two or more data nodes have accepted writes at once.
+    overlap_since: Option<Millis>,
+    pub longest_overlap_ms: u64,
+    pub violations: Vec<String>,
+}
+
+impl Invariants {
+    pub fn new(n: usize, timings: Timings) -> Invariants {
+        Invariants {
+            n,
+            timings,
+            primaries: BTreeMap::new(),
+            votes: BTreeMap::new(),
+            accepts: BTreeMap::new(),
+            durable: vec![PersistedState::default(); n],
+            overlap_since: None,
+            longest_overlap_ms: 0,
+            violations: Vec::new(),
+        }
+    }
+
+    /// The longest time two data nodes may both accept writes: a fence needs
+    /// a tick, an apply (≤ 30 ms in simulation) and a data step (10 ms).
+    pub fn overlap_bound_ms(&self) -> u64 {
+        50
+    }
+
+    pub fn on_boot(&mut self, i: usize, disk: &PersistedState) {
+        if disk != &self.durable[i] {
+            self.violations.push(format!("n{}: booted from a disk that is not the last durable state", i + 1));
+        }
+    }
+
+    /// Durable state never goes backwards (epochs monotonic across restarts).
+    pub fn on_durable(&mut self, i: usize, disk: &PersistedState) {
+        let old = &self.durable[i];
+        if disk.epoch < old.epoch || disk.voted_epoch < old.voted_epoch {
+            self.violations.push(format!("n{}: durable state went backwards: {old:?} -> {disk:?}", i + 1));
+        }
+        self.durable[i] = disk.clone();
+    }
+
+    /// Every message leaves only after what it depends on is durable, and
+    /// no node votes twice in one epoch (across restarts).
+    pub fn on_send(&mut self, i: usize, to: usize, msg: &Message, disk: &PersistedState) {
+        let node = i + 1;
+        match msg {
+            Message::Offer { epoch, .. } => {
+                if disk.voted_epoch < *epoch {
+                    self.violations.push(format!("n{node}: OFFER {epoch} sent before its self-vote was durable"));
+                }
+                self.record_vote(i, *epoch, i);
+            }
+            Message::Accept { epoch, .. } => {
+                if disk.voted_epoch < *epoch {
+                    self.violations.push(format!("n{node}: ACCEPT {epoch} sent before the vote was durable"));
+                }
+                self.record_vote(i, *epoch, to);
+                self.accepts.entry((*epoch, to)).or_default().insert(i);
+            }
+            Message::Announce { epoch, .. } => {
+                if disk.epoch < *epoch {
+                    self.violations.push(format!("n{node}: ANNOUNCE {epoch} sent before the epoch was durable"));
+                }
+            }
+            Message::Hb(hb) => {
+                if hb.epoch > disk.epoch {
+                    self.violations.push(format!("n{node}: HB advertises epoch {} beyond durable {}", hb.epoch, disk.epoch));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn record_vote(&mut self, voter: usize, epoch: u64, candidate: usize) {
+        if let Some(&prev) = self.votes.get(&(voter, epoch)) {
+            if prev != candidate {
+                self.violations.push(format!(
+                    "n{} voted twice in epoch {epoch}: for n{} and for n{}",
+                    voter + 1,
+                    prev + 1,
+                    candidate + 1
+                ));
+            }
+        }
+        self.votes.insert((voter, epoch), candidate);
+    }
+
+    /// At most one primary per epoch, and never without a quorum of votes.
+    pub fn on_promoted(&mut self, i: usize, epoch: u64) {
+        if let Some(&other) = self.primaries.get(&epoch) {
+            if other != i {
+                self.violations.push(format!("two primaries in epoch {epoch}: n{} and n{}", other + 1, i + 1));
+            }
+        }
+        self.primaries.insert(epoch, i);
+        let votes = 1 + self.accepts.get(&(epoch, i)).map_or(0, |v| v.len());
+        if votes < self.n / 2 + 1 {
+            self.violations.push(format!("n{} became primary of epoch {epoch} with {votes} votes", i + 1));
+        }
+    }
+
+    /// A data node that starts accepting writes holds every acknowledged write.
+    pub fn on_data_promoted(&mut self, i: usize, data: &DataNode, acked: &[AckedWrite], now: Millis) {
+        if let Some(lost) = acked.iter().find(|w| !data.holds(w.index, w.chain)) {
+            self.violations.push(format!(
+                "at {now} ms n{} accepts writes without acknowledged write {} (acked at {} ms)",
+                i + 1,
+                lost.write_id,
+                lost.at
+            ));
+        }
+    }
+
+    /// Checks that need the whole cluster: writable overlap.
+    pub fn check(&mut self, now: Millis, nodes: &[SimNode], _acked: &[AckedWrite]) -> Result<(), String> {
+        let writable = nodes.iter().filter(|n| n.data.writable() && n.paused_until.is_none_or(|u| now >= u)).count();
+        if writable >= 2 {
+            let since = *self.overlap_since.get_or_insert(now);
+            self.longest_overlap_ms = self.longest_overlap_ms.max(now - since);
+            if now - since > self.overlap_bound_ms() {
+                self.violations.push(format!("{writable} data nodes writable for {} ms (since {since} ms)", now - since));
+            }
+        } else {
+            self.overlap_since = None;
+        }
+        let _ = self.timings;
+        match self.violations.first() {
+            Some(v) => Err(v.clone()),
+            None => Ok(()),
+        }
+    }
+}

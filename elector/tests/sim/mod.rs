@@ -1,0 +1,463 @@
+//! Deterministic discrete-event simulator over the pure core
+//! (docs/protocol.md §9). Everything random comes from one seeded RNG, so a
+//! seed replays exactly: `SIM_SEED=<n> cargo test -p elector --test simulation`.
+
+pub mod datalayer;
+pub mod invariants;
+
+use datalayer::{AckedWrite, DataNode, PendingWrite};
+use elector::core::{Action, Core, CoreConfig, Event, Faults, Member, Millis, Notice, PersistedState, Timings};
+use elector::protocol::{Message, Role};
+use invariants::Invariants;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Timings used in simulation: seed ratios, scaled down to keep runs short.
+pub fn sim_timings() -> Timings {
+    Timings {
+        hb_interval_ms: 100,
+        down_after_ms: 1_000,
+        election_timeout_ms: 600,
+        backoff_min_ms: 200,
+        backoff_max_ms: 800,
+    }
+}
+
+/// How hostile the simulated world is.
+#[derive(Clone, Debug)]
+pub struct World {
+    pub loss: f64,
+    pub duplicate: f64,
+    pub latency_ms: (u64, u64),
+    pub persist_ms: (u64, u64),
+    pub persist_fail: f64,
+    pub apply_ms: (u64, u64),
+}
+
+impl World {
+    pub fn random(rng: &mut StdRng) -> World {
+        World {
+            loss: [0.0, 0.01, 0.05, 0.2][rng.gen_range(0..4)],
+            duplicate: [0.0, 0.02][rng.gen_range(0..2)],
+            latency_ms: (1, [5, 20, 60][rng.gen_range(0..3)]),
+            persist_ms: (0, 5),
+            persist_fail: [0.0, 0.0, 0.01][rng.gen_range(0..3)],
+            apply_ms: (1, 30),
+        }
+    }
+}
+
+#[derive(Debug)]
+enum Ev {
+    Tick { node: usize, generation: u64 },
+    Deliver { from: usize, to: usize, msg: Message, incarnation: u64 },
+    PersistDone { node: usize, seq: u64, state: PersistedState, ok: bool, incarnation: u64 },
+    DataStep,
+    Observe { node: usize },
+}
+
+struct Queued {
+    at: Millis,
+    order: u64,
+    ev: Ev,
+}
+impl PartialEq for Queued {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.order) == (o.at, o.order)
+    }
+}
+impl Eq for Queued {}
+impl PartialOrd for Queued {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Queued {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.order).cmp(&(o.at, o.order))
+    }
+}
+
+pub struct SimNode {
+    pub core: Option<Core>,
+    pub disk: PersistedState,
+    pub incarnation: u64,
+    pub tick_generation: u64,
+    pub paused_until: Option<Millis>,
+    pub data: DataNode,
+    /// Writes to one disk complete in order, like the shell's single writer.
+    pub disk_free_at: Millis,
+}
+
+pub struct Sim {
+    pub seed: u64,
+    pub now: Millis,
+    pub rng: StdRng,
+    pub world: World,
+    pub timings: Timings,
+    pub nodes: Vec<SimNode>,
+    pub ids: Vec<String>,
+    /// `blocked[a][b]`: messages from a to b are dropped.
+    pub blocked: Vec<Vec<bool>>,
+    queue: BinaryHeap<Reverse<Queued>>,
+    order: u64,
+    next_write: u64,
+    pub pending_writes: Vec<PendingWrite>,
+    pub acked: Vec<AckedWrite>,
+    pub inv: Invariants,
+    pub faults: Faults,
+    pub events_handled: u64,
+}
+
+impl Sim {
+    pub fn new(seed: u64, n: usize, world: World, faults: Faults) -> Sim {
+        let ids: Vec<String> = (1..=n).map(|i| format!("n{i}")).collect();
+        let timings = sim_timings();
+        let mut sim = Sim {
+            seed,
+            now: 0,
+            rng: StdRng::seed_from_u64(seed ^ 0x5eed),
+            world,
+            timings,
+            nodes: Vec::new(),
+            blocked: vec![vec![false; n]; n],
+            queue: BinaryHeap::new(),
+            order: 0,
+            next_write: 1,
+            pending_writes: Vec::new(),
+            acked: Vec::new(),
+            inv: Invariants::new(n, timings),
+            faults,
+            events_handled: 0,
+            ids,
+        };
+        for i in 0..n {
+            sim.nodes.push(SimNode {
+                core: None,
+                disk: PersistedState::default(),
+                incarnation: 0,
+                tick_generation: 0,
+                paused_until: None,
+                data: DataNode::new(),
+                disk_free_at: 0,
+            });
+            sim.boot(i);
+            let first = sim.rng.gen_range(0..50);
+            sim.push(first, Ev::Observe { node: i });
+        }
+        sim.push(10, Ev::DataStep);
+        sim
+    }
+
+    fn config(&self, i: usize) -> CoreConfig {
+        CoreConfig {
+            node_id: self.ids[i].clone(),
+            members: self
+                .ids
+                .iter()
+                .map(|id| Member { id: id.clone(), data_addr: format!("{id}:6379") })
+                .collect(),
+            timings: self.timings,
+            priority: 100,
+            max_lag: u64::MAX,
+            seed: self.seed.wrapping_mul(31).wrapping_add(i as u64 * 7 + self.nodes[i].incarnation),
+            faults: self.faults,
+        }
+    }
+
+    /// Starts (or restarts) node `i`'s elector from what its disk holds.
+    pub fn boot(&mut self, i: usize) {
+        self.nodes[i].incarnation += 1;
+        let mut core = Core::new(self.config(i), self.nodes[i].disk.clone(), self.now);
+        let actions = core.start(self.now);
+        self.inv.on_boot(i, &self.nodes[i].disk);
+        self.nodes[i].core = Some(core);
+        self.nodes[i].paused_until = None;
+        self.run_actions(i, actions);
+        self.schedule_tick(i);
+    }
+
+    /// Kills node `i`'s elector. The node supervisor (container entrypoint,
+    /// systemd `BindsTo=`) stops the data node with it: a data node left
+    /// writable without its elector would have no lease to fence it
+    /// (docs/protocol.md §6.4), so `with_data` only says whether the data
+    /// node loses its unpersisted tail (never here: AOF) — both stop.
+    pub fn crash(&mut self, i: usize, with_data: bool) {
+        let _ = with_data;
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("{:>6} {} CRASH with_data={with_data} log={}", self.now, self.ids[i], self.nodes[i].data.log.len());
+        }
+        self.nodes[i].core = None;
+        self.nodes[i].incarnation += 1;
+        self.nodes[i].data.up = false;
+        self.nodes[i].data.link_up = false;
+    }
+
+    pub fn restart(&mut self, i: usize) {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("{:>6} {} RESTART log={}", self.now, self.ids[i], self.nodes[i].data.log.len());
+        }
+        if !self.nodes[i].data.up {
+            // A data node comes back with its (persisted) log, read-only with
+            // its last configured upstream, as kevy/Redis do with AOF.
+            let d = &mut self.nodes[i].data;
+            d.up = true;
+            d.pending = None;
+            if d.applied.writable() {
+                d.applied = elector::core::DataNodeTarget::Isolated;
+            }
+        }
+        if self.nodes[i].core.is_none() {
+            self.boot(i);
+        }
+    }
+
+    pub fn pause(&mut self, i: usize, for_ms: u64) {
+        if self.nodes[i].core.is_some() {
+            self.nodes[i].paused_until = Some(self.now + for_ms);
+        }
+    }
+
+    pub fn heal(&mut self) {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("{:>6} HEAL", self.now);
+        }
+        for row in &mut self.blocked {
+            row.iter_mut().for_each(|b| *b = false);
+        }
+    }
+
+    fn push(&mut self, delay: Millis, ev: Ev) {
+        self.order += 1;
+        self.queue.push(Reverse(Queued { at: self.now + delay, order: self.order, ev }));
+    }
+
+    fn schedule_tick(&mut self, i: usize) {
+        let Some(core) = self.nodes[i].core.as_ref() else { return };
+        let at = core.next_wakeup().max(self.now + 1);
+        self.nodes[i].tick_generation += 1;
+        let generation = self.nodes[i].tick_generation;
+        self.order += 1;
+        self.queue.push(Reverse(Queued { at, order: self.order, ev: Ev::Tick { node: i, generation } }));
+    }
+
+    /// Runs until `until`, checking every invariant after every event.
+    pub fn run_until(&mut self, until: Millis) -> Result<(), String> {
+        while let Some(Reverse(q)) = self.queue.peek() {
+            if q.at > until {
+                break;
+            }
+            let Reverse(q) = self.queue.pop().expect("peeked");
+            self.now = q.at;
+            self.step(q.ev);
+            self.events_handled += 1;
+            self.inv.check(self.now, &self.nodes, &self.acked)?;
+        }
+        self.now = until;
+        Ok(())
+    }
+
+    fn step(&mut self, ev: Ev) {
+        match ev {
+            Ev::Tick { node, generation } => {
+                if generation == self.nodes[node].tick_generation {
+                    self.feed(node, Event::Tick);
+                }
+            }
+            Ev::Deliver { from, to, msg, incarnation } => {
+                if self.nodes[to].incarnation != incarnation {
+                    return; // the connection died with the old incarnation
+                }
+                if let Some(until) = self.nodes[to].paused_until {
+                    if self.now < until {
+                        // Stalled process: the bytes wait in the socket buffer.
+                        let delay = until - self.now;
+                        self.push(delay, Ev::Deliver { from, to, msg, incarnation });
+                        return;
+                    }
+                }
+                let from_id = self.ids[from].clone();
+                self.feed(to, Event::Message { from: from_id, msg });
+            }
+            Ev::PersistDone { node, seq, state, ok, incarnation } => {
+                if self.nodes[node].incarnation != incarnation {
+                    return; // crashed before the write finished: nothing on disk
+                }
+                if ok {
+                    self.nodes[node].disk = state;
+                    self.inv.on_durable(node, &self.nodes[node].disk);
+                    self.feed(node, Event::Persisted { seq });
+                } else {
+                    self.feed(node, Event::PersistFailed { seq, error: "simulated EIO".into() });
+                }
+            }
+            Ev::Observe { node } => {
+                let obs = self.nodes[node].data.observe();
+                self.feed(node, Event::DataNode(obs));
+                self.push(50, Ev::Observe { node });
+            }
+            Ev::DataStep => {
+                self.data_step();
+                self.push(10, Ev::DataStep);
+            }
+        }
+    }
+
+    fn feed(&mut self, i: usize, event: Event) {
+        if self.nodes[i].paused_until.is_some_and(|u| self.now < u) {
+            if let Event::Tick = event {
+                self.schedule_tick(i);
+            }
+            return;
+        }
+        self.nodes[i].paused_until = None;
+        let now = self.now;
+        let Some(core) = self.nodes[i].core.as_mut() else { return };
+        let actions = core.handle(now, event);
+        self.run_actions(i, actions);
+        self.schedule_tick(i);
+    }
+
+    fn run_actions(&mut self, i: usize, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Send { to, msg } => {
+                    let to = self.ids.iter().position(|id| *id == to).expect("known peer");
+                    self.inv.on_send(i, to, &msg, &self.nodes[i].disk);
+                    self.transmit(i, to, msg);
+                }
+                Action::Persist { seq, state } => {
+                    let busy = self.nodes[i].disk_free_at.saturating_sub(self.now);
+                    let delay = busy + self.rng.gen_range(self.world.persist_ms.0..=self.world.persist_ms.1);
+                    self.nodes[i].disk_free_at = self.now + delay;
+                    let ok = !self.rng.gen_bool(self.world.persist_fail);
+                    let incarnation = self.nodes[i].incarnation;
+                    self.push(delay, Ev::PersistDone { node: i, seq, state, ok, incarnation });
+                }
+                Action::ApplyDataNode { seq, target } => {
+                    let delay = self.rng.gen_range(self.world.apply_ms.0..=self.world.apply_ms.1);
+                    self.nodes[i].data.pending = Some((self.now + delay, seq, target));
+                }
+                Action::Notify(notice) => {
+                    if std::env::var_os("SIM_TRACE").is_some() {
+                        eprintln!("{:>6} {} {:?} pos={:?}", self.now, self.ids[i], notice, self.nodes[i].core.as_ref().map(|c| c.position()));
+                    }
+                    if let Notice::RoleChanged { to: Role::Primary, epoch, .. } = &notice {
+                        self.inv.on_promoted(i, *epoch);
+                    }
+                }
+            }
+        }
+    }
+
+    fn transmit(&mut self, from: usize, to: usize, msg: Message) {
+        if self.blocked[from][to] || self.rng.gen_bool(self.world.loss) {
+            return;
+        }
+        let copies = if self.rng.gen_bool(self.world.duplicate) { 2 } else { 1 };
+        for _ in 0..copies {
+            let latency = self.rng.gen_range(self.world.latency_ms.0..=self.world.latency_ms.1);
+            let incarnation = self.nodes[to].incarnation;
+            self.push(latency, Ev::Deliver { from, to, msg: msg.clone(), incarnation });
+        }
+    }
+
+    /// A paused node is frozen whole (data node too), like `docker pause`.
+    pub fn frozen(&self, i: usize) -> bool {
+        self.nodes[i].paused_until.is_some_and(|u| self.now < u)
+    }
+
+    /// Applies due targets, replicates, writes and acknowledges.
+    fn data_step(&mut self) {
+        let n = self.nodes.len();
+        for i in 0..n {
+            let frozen = self.frozen(i);
+            let d = &mut self.nodes[i].data;
+            if let Some((at, seq, target)) = d.pending.clone() {
+                if d.up && at <= self.now && !frozen {
+                    d.applied = target;
+                    d.applied_seq = seq;
+                    d.pending = None;
+                    if d.applied.writable() {
+                        self.inv.on_data_promoted(i, &self.nodes[i].data, &self.acked, self.now);
+                    }
+                }
+            }
+        }
+        for i in 0..n {
+            let upstream = match &self.nodes[i].data.applied {
+                elector::core::DataNodeTarget::Follow { primary, .. } => self.ids.iter().position(|id| id == primary),
+                _ => None,
+            };
+            let linked = upstream.is_some_and(|u| {
+                self.nodes[i].data.up
+                    && self.nodes[u].data.is_master()
+                    && !self.blocked[u][i]
+                    && !self.blocked[i][u]
+                    && !self.frozen(i)
+                    && !self.frozen(u)
+            });
+            self.nodes[i].data.link_up = linked;
+            if let (true, Some(u)) = (linked, upstream) {
+                if u != i {
+                    let (a, b) = self.nodes.split_at_mut(i.max(u));
+                    let (dst, src) = if i < u { (&mut a[i], &b[0]) } else { (&mut b[0], &a[u]) };
+                    dst.data.sync_from(&src.data.log);
+                }
+            }
+        }
+        // Clients write to every node that accepts writes.
+        for i in 0..n {
+            if self.nodes[i].data.writable() && !self.frozen(i) && self.rng.gen_bool(0.5) {
+                let write_id = self.next_write;
+                self.next_write += 1;
+                let (index, chain) = self.nodes[i].data.append(write_id);
+                self.pending_writes.push(PendingWrite { node: i, write_id, index, chain, at: self.now });
+            }
+        }
+        let quorum = n / 2 + 1;
+        let now = self.now;
+        let nodes = &self.nodes;
+        let mut acked = Vec::new();
+        self.pending_writes.retain(|w| {
+            if !nodes[w.node].data.holds(w.index, w.chain) {
+                return false; // the primary itself lost it before the ack: unknown, not acked
+            }
+            let copies = (0..n).filter(|&j| j != w.node && nodes[j].data.up && nodes[j].data.holds(w.index, w.chain)).count();
+            if copies + 1 >= quorum {
+                acked.push(AckedWrite { write_id: w.write_id, index: w.index, chain: w.chain, at: now });
+                return false;
+            }
+            now - w.at < 1_000 // WAIT timed out: the client saw a failure
+        });
+        self.acked.extend(acked);
+    }
+
+    /// Lets node `i` of the config see whether a core exists (for the final check).
+    pub fn role_of(&self, i: usize) -> Option<Role> {
+        self.nodes[i].core.as_ref().map(|c| c.role())
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            match &node.core {
+                Some(c) => s.push_str(&format!(
+                    "{}: role={} epoch={} primary={:?} fenced={} data={:?} log={} disk={:?}\n",
+                    self.ids[i],
+                    c.role(),
+                    c.epoch(),
+                    c.primary(),
+                    c.fenced(),
+                    node.data.applied,
+                    node.data.log.len(),
+                    node.disk
+                )),
+                None => s.push_str(&format!("{}: down\n", self.ids[i])),
+            }
+        }
+        s
+    }
+}
