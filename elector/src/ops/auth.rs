@@ -13,12 +13,19 @@
 //! length prefixes mean no two different frames encode to the same bytes.
 //!
 //! Replay protection: `boot_id` is the sender's process start time (unix ms)
-//! and `seq` a counter that only grows within one process. A receiver keeps,
-//! per sender, the highest `(boot_id, seq)` it accepted and drops anything not
-//! strictly above it; a restarted sender has a larger `boot_id`, so it is heard
-//! again at once. Timestamps further than `max_skew_ms` (30 s) from the
-//! receiver's clock are dropped too, which bounds what a captured frame is
-//! worth after the *receiver* restarts and forgets its high-water marks.
+//! and `seq` a counter that only grows within one process (one counter for
+//! all receivers). A receiver keeps, per sender, the highest `(boot_id, seq)`
+//! it accepted plus a 64-bit bitmap of which of the 64 sequence numbers below
+//! it were seen, as IPsec does (RFC 4303 §3.4.3). A frame is accepted once: a
+//! duplicate, anything at or below the window, or anything from an older boot
+//! is a `replay`. The window exists because frames from one sender may travel
+//! over two TCP connections (its outbound one and our inbound one, or an old
+//! and a reconnected one) and so arrive slightly out of order; a strict
+//! "must exceed the last" rule would drop such legitimate frames as replays.
+//! A restarted sender has a larger `boot_id`, so it is heard again at once.
+//! Timestamps further than `max_skew_ms` (30 s) from the receiver's clock are
+//! dropped too, which bounds what a captured frame is worth after the
+//! *receiver* restarts and forgets its windows.
 //!
 //! The check order is: shape, tag, timestamp, replay. The tag comes first so a
 //! forged frame is always counted as `bad_tag`, and the high-water mark only
@@ -223,8 +230,8 @@ pub struct Authenticator {
     seq: u64,
     mac: Option<HmacSha256>,
     max_skew_ms: u64,
-    /// Per sender: highest (boot_id, seq) accepted.
-    high_water: HashMap<String, (u64, u64)>,
+    /// Per sender: anti-replay window.
+    high_water: HashMap<String, ReplayWindow>,
 }
 
 impl fmt::Debug for Authenticator {
@@ -373,16 +380,69 @@ impl Authenticator {
                 skew.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
             ));
         }
-        if let Some(&last) = self.high_water.get(&sender) {
-            if (boot_id, seq) <= last {
-                return Err(AuthError::Replay);
+        match self.high_water.get_mut(&sender) {
+            Some(window) => window.accept(boot_id, seq)?,
+            None => {
+                self.high_water
+                    .insert(sender.clone(), ReplayWindow::new(boot_id, seq));
             }
         }
-        self.high_water.insert(sender.clone(), (boot_id, seq));
         Ok(Opened {
             sender: Some(sender),
             fields: inner,
         })
+    }
+}
+
+/// Sequence numbers a sender may deliver out of order and still be heard.
+const REPLAY_WINDOW: u64 = 64;
+
+/// Highest `(boot_id, seq)` accepted from one sender and which of the
+/// [`REPLAY_WINDOW`] sequence numbers below it were seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReplayWindow {
+    boot_id: u64,
+    top: u64,
+    /// Bit `i` set: `top - i` was accepted (bit 0 is `top` itself).
+    seen: u64,
+}
+
+impl ReplayWindow {
+    fn new(boot_id: u64, seq: u64) -> Self {
+        ReplayWindow {
+            boot_id,
+            top: seq,
+            seen: 1,
+        }
+    }
+
+    /// Records `(boot_id, seq)`, or says why it is a replay. Only called for
+    /// authentic frames.
+    fn accept(&mut self, boot_id: u64, seq: u64) -> Result<(), AuthError> {
+        if boot_id < self.boot_id {
+            return Err(AuthError::Replay);
+        }
+        if boot_id > self.boot_id {
+            *self = ReplayWindow::new(boot_id, seq);
+            return Ok(());
+        }
+        if seq > self.top {
+            let shift = seq - self.top;
+            self.seen = if shift >= REPLAY_WINDOW {
+                0
+            } else {
+                self.seen << shift
+            };
+            self.seen |= 1;
+            self.top = seq;
+            return Ok(());
+        }
+        let behind = self.top - seq;
+        if behind >= REPLAY_WINDOW || self.seen & (1 << behind) != 0 {
+            return Err(AuthError::Replay);
+        }
+        self.seen |= 1 << behind;
+        Ok(())
     }
 }
 
@@ -536,12 +596,44 @@ mod tests {
     }
 
     #[test]
-    fn an_older_frame_after_a_newer_one_is_rejected_as_replay() {
+    fn a_frame_overtaken_by_a_newer_one_still_opens_once() {
         let (mut a, mut b) = pair("secret");
         let older = a.seal_at("n2", msg(), NOW);
         let newer = a.seal_at("n2", msg(), NOW);
         b.open(newer, NOW).expect("newer opens");
+        b.open(older.clone(), NOW)
+            .expect("reordered older frame opens");
         assert_eq!(b.open(older, NOW), Err(AuthError::Replay));
+    }
+
+    #[test]
+    fn a_frame_older_than_the_window_is_rejected_as_replay() {
+        let (mut a, mut b) = pair("secret");
+        let ancient = a.seal_at("n2", msg(), NOW);
+        let mut last = Vec::new();
+        for _ in 0..REPLAY_WINDOW {
+            last = a.seal_at("n2", msg(), NOW);
+        }
+        b.open(last, NOW).expect("opens");
+        assert_eq!(b.open(ancient, NOW), Err(AuthError::Replay));
+    }
+
+    #[test]
+    fn the_replay_window_accepts_each_sequence_number_exactly_once() {
+        let mut w = ReplayWindow::new(1, 100);
+        assert_eq!(w.accept(1, 100), Err(AuthError::Replay));
+        for seq in [103, 101, 102, 200, 150, 137] {
+            assert_eq!(w.accept(1, seq), Ok(()), "seq {seq}");
+            assert_eq!(w.accept(1, seq), Err(AuthError::Replay), "seq {seq} twice");
+        }
+        assert_eq!(w.accept(1, 136), Err(AuthError::Replay), "below the window");
+        assert_eq!(w.accept(0, 500), Err(AuthError::Replay), "older boot");
+        assert_eq!(w.accept(2, 1), Ok(()), "newer boot restarts the window");
+        assert_eq!(
+            w.accept(1, 201),
+            Err(AuthError::Replay),
+            "old boot after the restart"
+        );
     }
 
     #[test]
