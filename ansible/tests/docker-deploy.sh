@@ -13,7 +13,8 @@
 #   apt install (distro unit kept from starting, then masked).
 #
 # Steps: 1. build the target image (elector-base + python3 [+ systemd]) if missing;
-# 2. start the containers, write an inventory; 3. run site.yml, then again: the
+# 2. start the containers, write an inventory, --check --diff must pass and write
+# nothing; 3. run site.yml, then again: the
 # second run must change nothing; 4. data nodes up and NOT writable (role slave,
 # SET refused); 5. electors up, the playbook's verify play (one primary, every
 # node agrees), the primary takes a write and the others refuse it.
@@ -150,6 +151,12 @@ VARS
 
 # 3. deploy, twice
 play() { ansible-playbook -i "$tmp/inventory/hosts.yml" "$ansible_dir/site.yml" -e @"$tmp/vars.yml" "$@"; }
+# 2b. --check --diff on the fresh hosts must pass and leave nothing behind
+say "ansible-playbook site.yml --check --diff on the fresh containers"
+play --check --diff > "$tmp/check.log" 2>&1 || { tail -40 "$tmp/check.log" >&2; die "--check on fresh hosts failed ($tmp/check.log)"; }
+if docker exec "$(cname 1)" test -e /etc/elector; then die "--check wrote /etc/elector"; fi
+say "--check --diff: ok, nothing written"
+
 say "ansible-playbook site.yml onto $nodes containers, backend $backend, service manager $mode"
 play > "$tmp/deploy1.log" 2>&1 || { tail -40 "$tmp/deploy1.log" >&2; die "first deploy failed ($tmp/deploy1.log)"; }
 grep -E 'ok=.*changed=' "$tmp/deploy1.log" | sed 's/^/   /'
