@@ -275,17 +275,24 @@ impl Cluster {
         Ok(out)
     }
 
+    /// Sends a signal to the container's init; a container that is already stopped
+    /// counts as killed.
     pub async fn kill(&self, id: &str, signal: &str) -> Result<()> {
         let n = self.node(id)?;
-        self.docker
+        match self
+            .docker
             .kill_container(
                 &n.container_name,
                 Some(KillContainerOptions {
                     signal: signal.to_string(),
                 }),
             )
-            .await?;
-        Ok(())
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if e.to_string().contains("is not running") => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn container(&self, id: &str) -> Result<&ContainerAsync<GenericImage>> {

@@ -17,6 +17,7 @@ pub mod probe;
 pub mod report;
 pub mod runner;
 pub mod scenario;
+pub mod smoke;
 pub mod suite;
 pub mod workload;
 

@@ -67,6 +67,18 @@ enum Cmd {
     },
     /// Remove every container and network the suite ever labelled.
     Cleanup,
+    /// Check cluster control alone: start, partition, pause, kill, restart, teardown.
+    Smoke {
+        #[arg(long, default_value = "elector-node:latest")]
+        image: String,
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        /// `elector`, `elector-faulty`, or `none` (data nodes only).
+        #[arg(long, default_value = "elector")]
+        elector_bin: String,
+        #[arg(long, default_value = "kevy")]
+        backend: String,
+    },
 }
 
 fn main() -> Result<()> {
@@ -78,7 +90,7 @@ fn main() -> Result<()> {
         .with_target(false)
         .init();
     let cli = Cli::parse();
-    if matches!(cli.cmd, Cmd::Run { .. }) {
+    if matches!(cli.cmd, Cmd::Run { .. } | Cmd::Smoke { .. }) {
         // Before any runtime thread exists: testcontainers' client needs it on old engines.
         docker::install_api_proxy().context("talking to the Docker engine")?;
     }
@@ -102,6 +114,29 @@ async fn async_main(cli: Cli) -> Result<()> {
                     s.tags.join(",")
                 );
             }
+            Ok(())
+        }
+        Cmd::Smoke {
+            image,
+            nodes,
+            elector_bin,
+            backend,
+        } => {
+            let session = format!("smoke{:x}", std::process::id());
+            let cfg = conformance::cluster::ClusterConfig {
+                run_id: session.clone(),
+                session,
+                nodes,
+                backend,
+                timings: Default::default(),
+                elector_bin,
+                extra_yaml: None,
+                image,
+            };
+            for line in conformance::smoke::smoke(&cfg).await? {
+                println!("{line}");
+            }
+            println!("smoke ok");
             Ok(())
         }
         Cmd::Cleanup => {

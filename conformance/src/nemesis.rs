@@ -9,7 +9,7 @@
 //! | `pause` / `unpause` | `docker pause` freezes every process (cgroup freezer), like a long GC or VM stall; sockets stay open. |
 //! | `isolate`, `split`, `bridge` | iptables DROP in both directions between the listed nodes, applied inside each node's network namespace. Clients on the host keep reaching every node (their traffic comes from the gateway), so an isolated old primary must fence itself. |
 //! | `one_way` | on each `to` node: DROP packets from `from` that belong to connections `from` opened (`-m conntrack --ctdir ORIGINAL`). `from` can no longer deliver anything on its own connections; connections opened by `to` still work both ways. |
-//! | `netem` | `tc qdisc replace dev eth0 root netem delay D jitter J loss L%` on the target nodes (affects peers and clients alike). |
+//! | `netem` | `tc qdisc replace dev eth0 root netem delay D jitter J loss L%` on the target nodes (affects peers and clients alike). On kernels without `sch_netem` the runner falls back to iptables random loss (`-m statistic`) and notes that delay and jitter were not applied. |
 //! | `heal` | flushes the iptables chains and removes netem on every node. |
 
 use std::collections::BTreeSet;
@@ -118,6 +118,22 @@ pub fn iptables_script(
 
 pub const HEAL_SCRIPT: &str =
     "iptables -w -F INPUT; iptables -w -F OUTPUT; tc qdisc del dev eth0 root 2>/dev/null; true";
+
+/// Loss without netem (kernels without `sch_netem`): random DROP with iptables'
+/// `statistic` match, both directions. Removed by `heal` (and replaced by any later
+/// partition step, which flushes the chains).
+pub fn iptables_loss_script(loss_pct: f64) -> String {
+    let p = (loss_pct / 100.0).clamp(0.0, 1.0);
+    format!(
+        "iptables -w -A INPUT -m statistic --mode random --probability {p} -j DROP && \
+         iptables -w -A OUTPUT -m statistic --mode random --probability {p} -j DROP"
+    )
+}
+
+/// Removes netem and the iptables loss rules, leaving partition rules in place.
+pub const CLEAR_NETEM_SCRIPT: &str = "tc qdisc del dev eth0 root 2>/dev/null; \
+    for c in INPUT OUTPUT; do iptables -w -S $c | grep -- '--mode random' | sed 's/^-A /-D /' | \
+    while read -r r; do iptables -w $r; done; done; true";
 
 pub fn netem_script(delay_ms: u64, jitter_ms: u64, loss_pct: f64) -> String {
     let mut s = String::from("tc qdisc replace dev eth0 root netem");

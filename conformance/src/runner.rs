@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::history::{FaultEvent, History, Ms, Outcome, PartitionRecord, Sample};
 use crate::metrics;
 use crate::nemesis::{self, Block};
-use crate::probe::DataConn;
+use crate::probe::{CmdError, DataConn};
 use crate::report::{RunResult, StepLog};
 use crate::scenario::{Scenario, Step};
 use crate::workload::{self, NodeAddrs, Recorder};
@@ -591,21 +591,40 @@ impl<'a> Run<'a> {
                 let targets = self.resolve(&n.targets.tokens(), &none).await?;
                 let script = nemesis::netem_script(n.delay_ms, n.jitter_ms, n.loss_pct);
                 let at = self.now();
+                let mut note = String::new();
                 for t in &targets {
-                    if !self.down.contains(t) && !self.paused.contains(t) {
-                        self.cluster.sh(t, &script).await?;
+                    if self.down.contains(t) || self.paused.contains(t) {
+                        continue;
+                    }
+                    if let Err(e) = self.cluster.sh(t, &script).await {
+                        if !e.to_string().contains("qdisc kind is unknown") {
+                            return Err(e);
+                        }
+                        // No sch_netem in this kernel: loss through iptables, no delay.
+                        if n.loss_pct > 0.0 {
+                            self.cluster
+                                .sh(t, &nemesis::iptables_loss_script(n.loss_pct))
+                                .await?;
+                        }
+                        note = format!(
+                            "kernel has no netem: {}% loss via iptables, delay/jitter NOT applied",
+                            n.loss_pct
+                        );
                     }
                 }
                 self.netem_on = true;
-                self.record_fault(at, "netem", label.clone(), targets.clone(), None, false);
-                Ok(targets.join(","))
+                let label = if note.is_empty() {
+                    label.clone()
+                } else {
+                    format!("{label} ({note})")
+                };
+                self.record_fault(at, "netem", label, targets.clone(), None, false);
+                Ok(format!("{} {note}", targets.join(",")))
             }
             Step::ClearNetem => {
                 for id in self.cluster.ids() {
                     if !self.down.contains(&id) && !self.paused.contains(&id) {
-                        self.cluster
-                            .sh(&id, "tc qdisc del dev eth0 root 2>/dev/null; true")
-                            .await?;
+                        self.cluster.sh(&id, nemesis::CLEAR_NETEM_SCRIPT).await?;
                     }
                 }
                 let all = self.cluster.ids();
@@ -643,6 +662,12 @@ impl<'a> Run<'a> {
                 .map_err(|e| step_err("final unpause", e))?;
         }
         self.paused.clear();
+        // Also nodes that went down on their own (e.g. an entrypoint that exited).
+        for id in self.cluster.ids() {
+            if let Ok((false, _)) = self.cluster.state(&id).await {
+                self.down.insert(id);
+            }
+        }
         let down: Vec<String> = self.down.iter().cloned().collect();
         for n in &down {
             self.cluster
@@ -747,6 +772,25 @@ impl<'a> Run<'a> {
                             chunk.len()
                         ));
                         break;
+                    }
+                    Err(CmdError::Reply(_)) => {
+                        // No MGET on this data node: one GET per key.
+                        for (k, _) in chunk {
+                            let mut get = redis::cmd("GET");
+                            get.arg(k);
+                            match conn.query::<Option<String>>(&get).await {
+                                Ok(v) => {
+                                    got.insert(k.clone(), v);
+                                }
+                                Err(e) => {
+                                    failed = Some(e.to_string());
+                                    break;
+                                }
+                            }
+                        }
+                        if failed.is_some() {
+                            break;
+                        }
                     }
                     Err(e) => {
                         failed = Some(e.to_string());

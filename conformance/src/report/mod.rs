@@ -153,7 +153,10 @@ pub(crate) mod tests {
     fn a_negative_control_passes_only_when_a_checker_fails() {
         let ok = CheckResult::new("a", vec![], vec![]);
         let bad = CheckResult::new("b", vec![crate::checkers::Violation::msg("x")], vec![]);
-        assert_eq!(RunResult::verdict(&[ok.clone()], false, None), (true, true));
+        assert_eq!(
+            RunResult::verdict(std::slice::from_ref(&ok), false, None),
+            (true, true)
+        );
         assert_eq!(
             RunResult::verdict(&[ok.clone(), bad.clone()], false, None),
             (false, false)
@@ -162,7 +165,10 @@ pub(crate) mod tests {
             RunResult::verdict(&[ok.clone(), bad.clone()], true, None),
             (false, true)
         );
-        assert_eq!(RunResult::verdict(&[ok.clone()], true, None), (true, false));
+        assert_eq!(
+            RunResult::verdict(std::slice::from_ref(&ok), true, None),
+            (true, false)
+        );
         assert_eq!(
             RunResult::verdict(&[ok], false, Some("boom")),
             (true, false)
