@@ -106,8 +106,8 @@ VARS
   if [ -n "$elector_bin" ]; then
     local f
     for f in "$out"/*/etc/elector/elector.yaml; do
-      if "$elector_bin" check-config "$f" 2>"$dir/check.err"; then
-        echo "   check-config ok: ${f#$out/} $(tr '\n' ' ' < "$dir/check.err")"
+      if "$elector_bin" check-config "$f" >"$dir/check.out" 2>"$dir/check.err"; then
+        echo "   check-config ${f#$out/}: $(sed "s|^$f: ||" "$dir/check.out") $(tr '\n' ' ' < "$dir/check.err")"
       else
         echo "FAIL: $elector_bin check-config $f:" >&2; cat "$dir/check.err" >&2; fail=1
       fi
