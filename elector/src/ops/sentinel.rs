@@ -23,6 +23,10 @@
 //! known address flagged `s_down,o_down`, so clients retry rather than write to
 //! a node that may be fenced.
 //!
+//! Both RESP2 and RESP3 are spoken: a client that sends `HELLO 3` (redis-py 8
+//! does by default, so does Lettuce) gets maps, nulls and pushes in RESP3
+//! form; everyone else gets RESP2.
+//!
 //! Requests are parsed with the election transport's bounded RESP2 decoder
 //! (`crate::codec`): arrays of bulk strings only, no inline commands. A frame
 //! it rejects gets `-ERR Protocol error` and closes that connection; nothing
@@ -94,9 +98,15 @@ enum Reply {
     Error(String),
     Int(i64),
     Bulk(Vec<u8>),
+    /// Null bulk string (`$-1` in RESP2).
     Nil,
+    /// Null array (`*-1` in RESP2).
     NilArray,
     Array(Vec<Reply>),
+    /// A map: `%` in RESP3, a flat key/value array in RESP2.
+    Map(Vec<(Reply, Reply)>),
+    /// Out-of-band data (pub/sub): `>` in RESP3, an array in RESP2.
+    Push(Vec<Reply>),
 }
 
 impl Reply {
@@ -112,17 +122,19 @@ impl Reply {
         Reply::Error(s.into())
     }
 
-    /// A flat field/value array of bulk strings.
+    /// A field/value map of bulk strings (Sentinel's instance entries).
     fn fields(pairs: &[(&str, String)]) -> Reply {
-        let mut v = Vec::with_capacity(pairs.len() * 2);
-        for (k, val) in pairs {
-            v.push(Reply::bulk(k));
-            v.push(Reply::bulk(val));
-        }
-        Reply::Array(v)
+        Reply::Map(
+            pairs
+                .iter()
+                .map(|(k, v)| (Reply::bulk(k), Reply::bulk(v)))
+                .collect(),
+        )
     }
 
-    fn encode(&self, out: &mut Vec<u8>) {
+    /// Encodes for protocol version `proto` (2 or 3, chosen by `HELLO`).
+    fn encode(&self, out: &mut Vec<u8>, proto: u8) {
+        let resp3 = proto >= 3;
         match self {
             // Simple strings and errors must not contain CR or LF.
             Reply::Simple(s) => {
@@ -141,12 +153,29 @@ impl Reply {
                 out.extend_from_slice(b);
                 out.extend_from_slice(b"\r\n");
             }
+            Reply::Nil | Reply::NilArray if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::Nil => out.extend_from_slice(b"$-1\r\n"),
             Reply::NilArray => out.extend_from_slice(b"*-1\r\n"),
-            Reply::Array(items) => {
-                out.extend_from_slice(format!("*{}\r\n", items.len()).as_bytes());
+            Reply::Array(items) | Reply::Push(items) => {
+                let marker = if resp3 && matches!(self, Reply::Push(_)) {
+                    '>'
+                } else {
+                    '*'
+                };
+                out.extend_from_slice(format!("{marker}{}\r\n", items.len()).as_bytes());
                 for i in items {
-                    i.encode(out);
+                    i.encode(out, proto);
+                }
+            }
+            Reply::Map(pairs) => {
+                if resp3 {
+                    out.extend_from_slice(format!("%{}\r\n", pairs.len()).as_bytes());
+                } else {
+                    out.extend_from_slice(format!("*{}\r\n", pairs.len() * 2).as_bytes());
+                }
+                for (k, v) in pairs {
+                    k.encode(out, proto);
+                    v.encode(out, proto);
                 }
             }
         }
@@ -339,6 +368,8 @@ async fn connection(
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     let mut subs = Subscriptions::default();
     let mut name: Option<Vec<u8>> = None;
+    // RESP2 until the client says `HELLO 3` (redis-py 8 and Lettuce do).
+    let mut proto: u8 = 2;
     loop {
         // Answer every complete request already buffered (pipelining).
         let mut out = Vec::new();
@@ -347,9 +378,10 @@ async fn connection(
             match crate::codec::decode(&buf, &limits) {
                 Ok(Some((fields, used))) => {
                     buf.drain(..used);
-                    let (reply, close) = command(&fields, shared, client_id, &mut subs, &mut name);
+                    let (reply, close) =
+                        command(&fields, shared, client_id, &mut subs, &mut name, &mut proto);
                     for r in reply {
-                        r.encode(&mut out);
+                        r.encode(&mut out, proto);
                     }
                     if close {
                         quit = true;
@@ -358,7 +390,7 @@ async fn connection(
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out);
+                    Reply::err(format!("ERR Protocol error: {e}")).encode(&mut out, proto);
                     write(&mut stream, &out).await?;
                     return Ok(());
                 }
@@ -380,7 +412,7 @@ async fn connection(
                 let Some(ev) = ev else { return Ok(()) };
                 let mut out = Vec::new();
                 for r in deliveries(&ev, &subs) {
-                    r.encode(&mut out);
+                    r.encode(&mut out, proto);
                 }
                 if !out.is_empty() {
                     write(&mut stream, &out).await?;
@@ -395,7 +427,7 @@ async fn connection(
 fn deliveries(ev: &Event, subs: &Subscriptions) -> Vec<Reply> {
     let mut out = Vec::new();
     if subs.channels.contains(ev.channel.as_bytes()) {
-        out.push(Reply::Array(vec![
+        out.push(Reply::Push(vec![
             Reply::bulk("message"),
             Reply::bulk(&ev.channel),
             Reply::bulk(&ev.payload),
@@ -403,7 +435,7 @@ fn deliveries(ev: &Event, subs: &Subscriptions) -> Vec<Reply> {
     }
     for p in &subs.patterns {
         if glob_match(p, ev.channel.as_bytes()) {
-            out.push(Reply::Array(vec![
+            out.push(Reply::Push(vec![
                 Reply::bulk("pmessage"),
                 Reply::bulk(p),
                 Reply::bulk(&ev.channel),
@@ -426,6 +458,7 @@ fn command(
     client_id: u64,
     subs: &mut Subscriptions,
     name: &mut Option<Vec<u8>>,
+    proto: &mut u8,
 ) -> (Vec<Reply>, bool) {
     let Some(first) = fields.first() else {
         return (vec![Reply::err("ERR empty command")], false);
@@ -434,7 +467,10 @@ fn command(
     let args = &fields[1..];
     let one = |r: Reply| (vec![r], false);
 
-    if subs.active()
+    // RESP2 restricts a subscribed connection; RESP3 multiplexes replies and
+    // pushes, so any command is allowed there (as in Redis 7).
+    if *proto == 2
+        && subs.active()
         && !matches!(
             cmd.as_str(),
             "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ping" | "quit" | "reset"
@@ -447,7 +483,7 @@ fn command(
 
     match cmd.as_str() {
         "ping" => {
-            if subs.active() {
+            if subs.active() && *proto == 2 {
                 let msg = args.first().cloned().unwrap_or_default();
                 one(Reply::Array(vec![Reply::bulk("pong"), Reply::Bulk(msg)]))
             } else {
@@ -465,9 +501,10 @@ fn command(
         "reset" => {
             *subs = Subscriptions::default();
             *name = None;
+            *proto = 2;
             one(Reply::Simple("RESET".into()))
         }
-        "hello" => hello(args, client_id, name),
+        "hello" => hello(args, client_id, name, proto),
         "auth" => one(Reply::err(
             "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?",
         )),
@@ -496,7 +533,7 @@ fn command(
                 } else {
                     subs.patterns.insert(a.clone());
                 }
-                replies.push(Reply::Array(vec![
+                replies.push(Reply::Push(vec![
                     Reply::bulk(&cmd),
                     Reply::Bulk(a.clone()),
                     Reply::Int(subs.count()),
@@ -523,14 +560,14 @@ fn command(
                     &mut subs.patterns
                 };
                 set.remove(t);
-                replies.push(Reply::Array(vec![
+                replies.push(Reply::Push(vec![
                     Reply::bulk(&cmd),
                     Reply::Bulk(t.clone()),
                     Reply::Int(subs.count()),
                 ]));
             }
             if targets.is_empty() {
-                replies.push(Reply::Array(vec![Reply::bulk(&cmd), Reply::Nil, Reply::Int(subs.count())]));
+                replies.push(Reply::Push(vec![Reply::bulk(&cmd), Reply::Nil, Reply::Int(subs.count())]));
             }
             if !subs.active() {
                 subs.rx = None;
@@ -556,48 +593,53 @@ fn wrong_args(cmd: &str) -> Reply {
     Reply::err(format!("ERR wrong number of arguments for '{cmd}' command"))
 }
 
-/// `HELLO [protover [AUTH u p] [SETNAME n]]`: RESP2 only.
-fn hello(args: &[Vec<u8>], client_id: u64, name: &mut Option<Vec<u8>>) -> (Vec<Reply>, bool) {
-    if let Some(v) = args.first() {
-        if v.as_slice() != b"2" {
+/// `HELLO [protover [AUTH u p] [SETNAME n]]`: RESP2 and RESP3. The reply
+/// is encoded in the protocol just chosen, as Redis does.
+fn hello(
+    args: &[Vec<u8>],
+    client_id: u64,
+    name: &mut Option<Vec<u8>>,
+    proto: &mut u8,
+) -> (Vec<Reply>, bool) {
+    let chosen = match args.first().map(Vec::as_slice) {
+        None => *proto,
+        Some(b"2") => 2,
+        Some(b"3") => 3,
+        Some(_) => {
             return (
                 vec![Reply::err(
                     "NOPROTO sorry, this protocol version is not supported",
                 )],
                 false,
-            );
+            )
         }
-    }
+    };
     let mut i = 1;
+    let mut new_name = None;
     while i < args.len() {
         match lower(&args[i]).as_str() {
-            "auth" => i += 3,
-            "setname" => {
-                *name = args.get(i + 1).cloned();
+            "auth" if i + 2 < args.len() => i += 3,
+            "setname" if i + 1 < args.len() => {
+                new_name = Some(args[i + 1].clone());
                 i += 2;
             }
             _ => return (vec![Reply::err("ERR Syntax error in HELLO option")], false),
         }
     }
-    (
-        vec![Reply::Array(vec![
-            Reply::bulk("server"),
-            Reply::bulk("redis"),
-            Reply::bulk("version"),
-            Reply::bulk(REPORTED_VERSION),
-            Reply::bulk("proto"),
-            Reply::Int(2),
-            Reply::bulk("id"),
-            Reply::Int(client_id as i64),
-            Reply::bulk("mode"),
-            Reply::bulk("sentinel"),
-            Reply::bulk("role"),
-            Reply::bulk("master"),
-            Reply::bulk("modules"),
-            Reply::Array(Vec::new()),
-        ])],
-        false,
-    )
+    if new_name.is_some() {
+        *name = new_name;
+    }
+    *proto = chosen;
+    let pairs = vec![
+        (Reply::bulk("server"), Reply::bulk("redis")),
+        (Reply::bulk("version"), Reply::bulk(REPORTED_VERSION)),
+        (Reply::bulk("proto"), Reply::Int(i64::from(chosen))),
+        (Reply::bulk("id"), Reply::Int(client_id as i64)),
+        (Reply::bulk("mode"), Reply::bulk("sentinel")),
+        (Reply::bulk("role"), Reply::bulk("master")),
+        (Reply::bulk("modules"), Reply::Array(Vec::new())),
+    ];
+    (vec![Reply::Map(pairs)], false)
 }
 
 fn client(args: &[Vec<u8>], client_id: u64, name: &mut Option<Vec<u8>>) -> Reply {
@@ -954,7 +996,7 @@ mod tests {
                                 _ => Reply::ok(),
                             };
                             let mut out = Vec::new();
-                            reply.encode(&mut out);
+                            reply.encode(&mut out, 2);
                             if s.write_all(&out).await.is_err() {
                                 return;
                             }
@@ -1264,14 +1306,41 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn hello_2_is_accepted_and_hello_3_is_refused() {
-        let r = start(view(None, vec![])).await;
+    async fn hello_2_and_hello_3_switch_the_reply_protocol() {
+        let r = start(view(Some(addr("n1", 6001)), vec![])).await;
         let mut s = TcpStream::connect(r.addr).await.expect("connect");
-        let reply = raw(&mut s, &["HELLO", "3"]).await;
+        let reply = raw(&mut s, &["HELLO", "4"]).await;
         assert!(reply.starts_with(b"-NOPROTO"), "{reply:?}");
         let reply = raw(&mut s, &["HELLO", "2", "SETNAME", "app"]).await;
         assert!(reply.starts_with(b"*14\r\n$6\r\nserver\r\n"), "{reply:?}");
         assert_eq!(raw(&mut s, &["CLIENT", "GETNAME"]).await, b"$3\r\napp\r\n");
+
+        let reply = raw(&mut s, &["HELLO", "3"]).await;
+        assert!(reply.starts_with(b"%7\r\n$6\r\nserver\r\n"), "{reply:?}");
+        assert!(
+            reply.windows(11).any(|w| w == b"proto\r\n:3\r\n"),
+            "{reply:?}"
+        );
+        let master = raw(&mut s, &["SENTINEL", "master", "mymaster"]).await;
+        assert!(
+            master.starts_with(b"%20\r\n$4\r\nname\r\n$8\r\nmymaster\r\n"),
+            "{master:?}"
+        );
+        assert_eq!(
+            raw(&mut s, &["SENTINEL", "get-master-addr-by-name", "x"]).await,
+            b"_\r\n"
+        );
+        assert_eq!(raw(&mut s, &["CLIENT", "GETNAME"]).await, b"$3\r\napp\r\n");
+        let ack = raw(&mut s, &["SUBSCRIBE", "+switch-master"]).await;
+        assert!(ack.starts_with(b">3\r\n$9\r\nsubscribe\r\n"), "{ack:?}");
+        // RESP3 allows ordinary commands while subscribed.
+        assert_eq!(raw(&mut s, &["PING"]).await, b"+PONG\r\n");
+        r.view.send_modify(|v| v.primary = Some(addr("n2", 6002)));
+        let push = read_some(&mut s).await;
+        assert!(
+            push.starts_with(b">3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n"),
+            "{push:?}"
+        );
     }
 
     #[test]
