@@ -2,10 +2,19 @@
 //!
 //! * [`core`]: the pure election state machine (`handle(now, event) -> actions`).
 //! * [`protocol`] and [`codec`]: election messages and their RESP2 framing.
-//! * The tokio shell (transport, data-node adapter, HTTP API, hooks) executes
-//!   the core's actions; see `docs/architecture.md`.
+//! * The tokio shell executes the core's actions: [`runtime`] (the protocol
+//!   task), [`transport`], [`datanode`], [`persist`], and the operator
+//!   surface in [`ops`] (HTTP API, metrics, hooks, auth, Sentinel, CLI).
+//!   See `docs/architecture.md`.
 #![forbid(unsafe_code)]
 
 pub mod codec;
+pub mod config;
 pub mod core;
+pub mod datanode;
+pub mod ops;
+pub mod persist;
 pub mod protocol;
+pub mod runtime;
+pub mod status_view;
+pub mod transport;

@@ -1,1 +1,122 @@
-fn main() {}
+//! The `elector` binary: run the sidecar, check a config, watch the cluster,
+//! ask for a switchover. Errors are reported here (anyhow) and nowhere else.
+#![forbid(unsafe_code)]
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use elector::config;
+use elector::ops::cli;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "elector", version, about = "Quorum-based primary failover for Redis-compatible stores")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the sidecar (config: --config, $ELECTOR_CONFIG, /etc/elector/elector.yaml).
+    Run {
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Validate a config file: exit 1 with one line per problem.
+    CheckConfig { file: PathBuf },
+    /// Show the cluster as the elector at NODE (HOST:PORT of its API) sees it.
+    Status {
+        #[arg(long)]
+        node: String,
+        #[arg(long)]
+        json: bool,
+        #[arg(long)]
+        watch: bool,
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+    },
+    /// Planned, zero-loss handover of the primary role to node TO.
+    Switchover {
+        #[arg(long)]
+        node: String,
+        #[arg(long)]
+        to: String,
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { config } => match run(config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("elector: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::CheckConfig { file } => match config::load(&file) {
+            Ok(loaded) => {
+                for w in &loaded.warnings {
+                    eprintln!("warning: {w}");
+                }
+                println!("{}: ok ({} nodes, quorum {})", file.display(), loaded.config.peers.len(), loaded.config.peers.len() / 2 + 1);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Status { node, json, watch, interval_ms } => {
+            let every = watch.then(|| Duration::from_millis(interval_ms.max(100)));
+            report(cli::status_command(&node, json, every))
+        }
+        Command::Switchover { node, to, timeout_ms } => {
+            report(cli::switchover_command(&node, &to, Duration::from_millis(timeout_ms)))
+        }
+    }
+}
+
+fn report<E: std::fmt::Display>(r: Result<(), E>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("elector: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ELECTOR_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_target(false)
+        .init();
+    let path = config::locate(config_path.as_deref())?;
+    let loaded = config::load(&path)?;
+    for w in &loaded.warnings {
+        tracing::warn!(warning = %w, "config");
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(async move {
+        let shutdown = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        elector::runtime::run(loaded.config, shutdown).await
+    })?;
+    Ok(())
+}

@@ -17,6 +17,9 @@ impl Core {
     /// Bytes behind the best reference we have: the live primary's last
     /// heartbeat, or else the best live peer (the one that would win).
     pub fn lag(&self) -> Option<u64> {
+        if self.role == Role::Primary {
+            return Some(0);
+        }
         let now = self.now;
         let down = self.cfg.timings.down_after_ms;
         let reference = match (self.primary(), self.primary_heard_at) {

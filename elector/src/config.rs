@@ -1,0 +1,463 @@
+//! YAML configuration (docs/interfaces.md §Config): loading, lookup order,
+//! and validation with one precise message per problem.
+
+use crate::core::{CoreConfig, Faults, Member, Timings};
+use crate::ops::auth::AuthConfig;
+use crate::ops::hooks::HooksConfig;
+use crate::protocol::valid_node_id;
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Where `elector run` looks when `--config` is not given.
+pub const ENV_VAR: &str = "ELECTOR_CONFIG";
+pub const DEFAULT_PATH: &str = "/etc/elector/elector.yaml";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub node_id: String,
+    #[serde(default = "default_cluster_name")]
+    pub cluster_name: String,
+    pub listen: Listen,
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    #[serde(default = "default_priority")]
+    pub priority: u32,
+    #[serde(default = "default_max_lag")]
+    pub max_lag_bytes: u64,
+    pub data_node: DataNodeConfig,
+    pub peers: Vec<PeerConfig>,
+    #[serde(default)]
+    pub timings: TimingsConfig,
+    #[serde(default)]
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub hooks: HooksConfig,
+    /// Deliberate bugs for conformance testing; honoured only by a binary
+    /// built with the `test-faults` feature (`elector-faulty`).
+    #[serde(default)]
+    pub unsafe_test_faults: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    pub election: String,
+    #[serde(default = "default_api")]
+    pub api: String,
+    #[serde(default)]
+    pub sentinel: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DataNodeKind {
+    Kevy,
+    Redis,
+}
+
+impl DataNodeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DataNodeKind::Kevy => "kevy",
+            DataNodeKind::Redis => "redis",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataNodeConfig {
+    pub kind: DataNodeKind,
+    pub address: String,
+    #[serde(default = "default_repl_offset")]
+    pub replication_port_offset: u16,
+    #[serde(default)]
+    pub password: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    pub id: String,
+    pub election: String,
+    pub data: String,
+    #[serde(default)]
+    pub api: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TimingsConfig {
+    pub hb_interval_ms: u64,
+    pub down_after_ms: u64,
+    pub election_timeout_ms: u64,
+    pub backoff_min_ms: u64,
+    pub backoff_max_ms: u64,
+    pub data_poll_ms: u64,
+}
+
+impl Default for TimingsConfig {
+    fn default() -> Self {
+        let t = Timings::default();
+        TimingsConfig {
+            hb_interval_ms: t.hb_interval_ms,
+            down_after_ms: t.down_after_ms,
+            election_timeout_ms: t.election_timeout_ms,
+            backoff_min_ms: t.backoff_min_ms,
+            backoff_max_ms: t.backoff_max_ms,
+            data_poll_ms: 100,
+        }
+    }
+}
+
+fn default_cluster_name() -> String {
+    "mymaster".into()
+}
+fn default_data_dir() -> PathBuf {
+    PathBuf::from("/var/lib/elector")
+}
+fn default_priority() -> u32 {
+    100
+}
+fn default_max_lag() -> u64 {
+    1024 * 1024
+}
+fn default_api() -> String {
+    ":9300".into()
+}
+fn default_repl_offset() -> u16 {
+    10_000
+}
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Parse { path: PathBuf, source: serde_yaml::Error },
+    #[error("{path}: {} problem(s):\n  - {}", .problems.len(), .problems.join("\n  - "))]
+    Invalid { path: PathBuf, problems: Vec<String> },
+    #[error("no config: pass --config FILE, set {ENV_VAR}, or create {DEFAULT_PATH}")]
+    NotFound,
+}
+
+/// The config file to use: `--config`, then `$ELECTOR_CONFIG`, then the default path.
+pub fn locate(cli: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    if let Some(p) = cli {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os(ENV_VAR).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(p));
+    }
+    let default = PathBuf::from(DEFAULT_PATH);
+    if default.exists() {
+        Ok(default)
+    } else {
+        Err(ConfigError::NotFound)
+    }
+}
+
+/// A validated config plus its warnings.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: Config,
+    pub warnings: Vec<String>,
+}
+
+pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
+    let config: Config = serde_yaml::from_str(text).map_err(|source| ConfigError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let (problems, warnings) = config.check();
+    if problems.is_empty() {
+        Ok(Loaded { config, warnings })
+    } else {
+        Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            problems,
+        })
+    }
+}
+
+/// `host:port` with a non-empty host and a port in 1..=65535 (IPv6 in brackets).
+pub fn valid_address(addr: &str) -> bool {
+    let Some((host, port)) = addr.rsplit_once(':') else {
+        return false;
+    };
+    let host_ok = if let Some(inner) = host.strip_prefix('[') {
+        inner.strip_suffix(']').is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok())
+    } else {
+        !host.is_empty() && !host.contains(':') && !host.contains(char::is_whitespace)
+    };
+    host_ok && port.parse::<u16>().is_ok_and(|p| p > 0)
+}
+
+/// A listen spec: `host:port`, `:port`, or `[v6]:port`.
+fn valid_listen(spec: &str) -> bool {
+    match spec.strip_prefix(':') {
+        Some(port) => port.parse::<u16>().is_ok(),
+        None => valid_address(spec) || spec.ends_with(":0") && valid_address(&spec.replace(":0", ":1")),
+    }
+}
+
+impl Config {
+    /// Every problem (fatal) and warning, each a complete sentence.
+    pub fn check(&self) -> (Vec<String>, Vec<String>) {
+        let mut errors = Vec::new();
+        let mut warnings = Vec::new();
+        if !valid_node_id(&self.node_id) {
+            errors.push(format!(
+                "node_id {:?} must be 1 to 32 printable ASCII bytes without spaces",
+                self.node_id
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for p in &self.peers {
+            if !valid_node_id(&p.id) {
+                errors.push(format!("peer id {:?} must be 1 to 32 printable ASCII bytes without spaces", p.id));
+            }
+            if !seen.insert(p.id.as_str()) {
+                errors.push(format!("peer id {:?} appears more than once", p.id));
+            }
+            if !valid_address(&p.election) {
+                errors.push(format!("peer {}: election address {:?} is not host:port", p.id, p.election));
+            }
+            if !valid_address(&p.data) {
+                errors.push(format!("peer {}: data address {:?} is not host:port", p.id, p.data));
+            }
+            if let Some(api) = &p.api {
+                if !valid_address(api) {
+                    errors.push(format!("peer {}: api address {api:?} is not host:port", p.id));
+                }
+            }
+        }
+        let mut elections = BTreeSet::new();
+        for p in &self.peers {
+            if !elections.insert(p.election.as_str()) {
+                errors.push(format!("election address {} is used by more than one peer", p.election));
+            }
+        }
+        if !self.peers.iter().any(|p| p.id == self.node_id) {
+            errors.push(format!("node_id {:?} is missing from peers (list every node, this one included)", self.node_id));
+        }
+        match self.peers.len() {
+            0 => errors.push("peers is empty".into()),
+            1 => warnings.push("a single node cluster fails over to nobody".into()),
+            2 => warnings.push(
+                "N=2 has no fault tolerance: quorum is 2, so losing either node stops failover (by design: better than split brain)"
+                    .into(),
+            ),
+            n if n % 2 == 0 => warnings.push(format!(
+                "N={n} is even: it tolerates as many failures as N={} does",
+                n - 1
+            )),
+            _ => {}
+        }
+        if !valid_listen(&self.listen.election) {
+            errors.push(format!("listen.election {:?} is not host:port or :port", self.listen.election));
+        }
+        if !valid_listen(&self.listen.api) {
+            errors.push(format!("listen.api {:?} is not host:port or :port", self.listen.api));
+        }
+        if let Some(s) = &self.listen.sentinel {
+            if !valid_listen(s) {
+                errors.push(format!("listen.sentinel {s:?} is not host:port or :port"));
+            }
+        }
+        if !valid_address(&self.data_node.address) {
+            errors.push(format!("data_node.address {:?} is not host:port", self.data_node.address));
+        }
+        let t = &self.timings;
+        if t.hb_interval_ms == 0 {
+            errors.push("timings.hb_interval_ms must be above 0".into());
+        }
+        if t.down_after_ms <= t.hb_interval_ms {
+            errors.push(format!(
+                "timings.down_after_ms ({}) must be greater than hb_interval_ms ({})",
+                t.down_after_ms, t.hb_interval_ms
+            ));
+        } else if t.down_after_ms < 4 * t.hb_interval_ms {
+            errors.push(format!(
+                "timings.down_after_ms ({}) must be at least 4 × hb_interval_ms ({}): the primary's lease is down_after − 3 heartbeats",
+                t.down_after_ms, t.hb_interval_ms
+            ));
+        } else if t.down_after_ms < 10 * t.hb_interval_ms {
+            warnings.push(format!(
+                "timings.down_after_ms is only {}× hb_interval_ms: a few lost heartbeats will start an election",
+                t.down_after_ms / t.hb_interval_ms.max(1)
+            ));
+        }
+        if t.election_timeout_ms == 0 {
+            errors.push("timings.election_timeout_ms must be above 0".into());
+        }
+        if t.backoff_min_ms > t.backoff_max_ms {
+            errors.push(format!(
+                "timings.backoff_min_ms ({}) is above backoff_max_ms ({})",
+                t.backoff_min_ms, t.backoff_max_ms
+            ));
+        }
+        if t.data_poll_ms == 0 || t.data_poll_ms >= t.down_after_ms {
+            errors.push(format!("timings.data_poll_ms ({}) must be above 0 and below down_after_ms", t.data_poll_ms));
+        }
+        if self.priority == 0 && self.peers.len() <= 2 {
+            warnings.push("priority 0 in a cluster of two leaves a single possible primary".into());
+        }
+        errors.extend(self.hooks.validate());
+        match self.auth.load_key() {
+            Ok(_) => warnings.extend(self.auth.warnings()),
+            Err(e) => errors.push(format!("auth: {e}")),
+        }
+        for f in &self.unsafe_test_faults {
+            if !cfg!(feature = "test-faults") {
+                errors.push(format!(
+                    "unsafe_test_faults ({f}) is only honoured by elector-faulty (built with the test-faults feature)"
+                ));
+            } else if !["accept_twice_per_epoch", "promote_without_quorum", "no_lease_fencing"].contains(&f.as_str()) {
+                errors.push(format!("unknown unsafe_test_faults entry {f:?}"));
+            }
+        }
+        (errors, warnings)
+    }
+
+    pub fn timings(&self) -> Timings {
+        let t = &self.timings;
+        Timings {
+            hb_interval_ms: t.hb_interval_ms,
+            down_after_ms: t.down_after_ms,
+            election_timeout_ms: t.election_timeout_ms,
+            backoff_min_ms: t.backoff_min_ms,
+            backoff_max_ms: t.backoff_max_ms,
+        }
+    }
+
+    pub fn faults(&self) -> Faults {
+        let has = |f: &str| self.unsafe_test_faults.iter().any(|x| x == f);
+        Faults {
+            accept_twice_per_epoch: has("accept_twice_per_epoch"),
+            promote_without_quorum: has("promote_without_quorum"),
+            no_lease_fencing: has("no_lease_fencing"),
+        }
+    }
+
+    /// The core's configuration (`seed` feeds election backoff jitter).
+    pub fn core_config(&self, seed: u64) -> CoreConfig {
+        CoreConfig {
+            node_id: self.node_id.clone(),
+            members: self
+                .peers
+                .iter()
+                .map(|p| Member {
+                    id: p.id.clone(),
+                    data_addr: p.data.clone(),
+                })
+                .collect(),
+            timings: self.timings(),
+            priority: self.priority,
+            max_lag: self.max_lag_bytes,
+            seed,
+            faults: self.faults(),
+        }
+    }
+
+    pub fn peer(&self, id: &str) -> Option<&PeerConfig> {
+        self.peers.iter().find(|p| p.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+node_id: n1
+listen: { election: "127.0.0.1:7401", api: "127.0.0.1:9301" }
+data_node: { kind: kevy, address: "127.0.0.1:6001" }
+peers:
+  - { id: n1, election: "127.0.0.1:7401", data: "127.0.0.1:6001" }
+  - { id: n2, election: "127.0.0.1:7402", data: "127.0.0.1:6002" }
+  - { id: n3, election: "127.0.0.1:7403", data: "127.0.0.1:6003" }
+"#;
+
+    fn problems(yaml: &str) -> Vec<String> {
+        match parse(yaml, Path::new("t.yaml")) {
+            Ok(_) => vec![],
+            Err(ConfigError::Invalid { problems, .. }) => problems,
+            Err(e) => vec![e.to_string()],
+        }
+    }
+
+    #[test]
+    fn a_three_node_config_is_valid_and_gets_the_seed_defaults() {
+        let loaded = parse(GOOD, Path::new("t.yaml")).unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let t = loaded.config.timings();
+        assert_eq!((t.hb_interval_ms, t.down_after_ms, t.election_timeout_ms), (200, 5000, 3000));
+        assert_eq!((t.backoff_min_ms, t.backoff_max_ms), (1000, 5000));
+        assert_eq!(loaded.config.core_config(1).quorum(), 2);
+    }
+
+    #[test]
+    fn duplicate_ids_and_a_missing_self_are_each_reported() {
+        let yaml = GOOD.replace("id: n3", "id: n2").replace("node_id: n1", "node_id: n9");
+        let p = problems(&yaml);
+        assert!(p.iter().any(|m| m.contains("\"n2\" appears more than once")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("\"n9\" is missing from peers")), "{p:?}");
+    }
+
+    #[test]
+    fn down_after_not_above_the_heartbeat_is_refused() {
+        let yaml = format!("{GOOD}timings: {{ hb_interval_ms: 500, down_after_ms: 500 }}\n");
+        let p = problems(&yaml);
+        assert!(p.iter().any(|m| m.contains("must be greater than hb_interval_ms")), "{p:?}");
+    }
+
+    #[test]
+    fn a_bad_address_is_named_precisely() {
+        let p = problems(&GOOD.replace("127.0.0.1:6002", "nowhere"));
+        assert_eq!(p, vec!["peer n2: data address \"nowhere\" is not host:port".to_string()]);
+    }
+
+    #[test]
+    fn two_nodes_are_accepted_with_a_no_fault_tolerance_warning() {
+        let yaml = GOOD.replace("  - { id: n3, election: \"127.0.0.1:7403\", data: \"127.0.0.1:6003\" }\n", "");
+        let loaded = parse(&yaml, Path::new("t.yaml")).unwrap();
+        assert!(loaded.warnings.iter().any(|w| w.contains("N=2 has no fault tolerance")));
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_rather_than_ignored() {
+        let p = problems(&format!("{GOOD}priorty: 3\n"));
+        assert!(p[0].contains("unknown field `priorty`"), "{p:?}");
+    }
+
+    #[test]
+    fn test_faults_are_refused_by_a_normal_build() {
+        let p = problems(&format!("{GOOD}unsafe_test_faults: [promote_without_quorum]\n"));
+        if cfg!(feature = "test-faults") {
+            assert!(p.is_empty());
+        } else {
+            assert!(p[0].contains("only honoured by elector-faulty"), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn addresses_accept_names_and_bracketed_ipv6() {
+        assert!(valid_address("n1:7400"));
+        assert!(valid_address("[::1]:7400"));
+        assert!(!valid_address("::1:7400"));
+        assert!(!valid_address("n1:0"));
+        assert!(!valid_address("n1"));
+    }
+}

@@ -1,0 +1,140 @@
+//! `INFO replication` parsing, shared by both backends, plus the small RESP
+//! client both use (one multiplexed connection, reconnected on failure, every
+//! command bounded by [`super::COMMAND_TIMEOUT`]).
+
+use super::{DataNodeError, COMMAND_TIMEOUT};
+use redis::aio::MultiplexedConnection;
+
+/// The replication facts we use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReplicationInfo {
+    /// `master` or `slave` as the server says.
+    pub role: String,
+    /// Primary: `master_repl_offset`; replica: `slave_repl_offset`.
+    pub offset: u64,
+    pub master_host: Option<String>,
+    pub master_port: Option<u16>,
+    /// Replica: `master_link_status:up`.
+    pub link_up: bool,
+    pub connected_replicas: Option<u64>,
+}
+
+impl ReplicationInfo {
+    pub fn is_master(&self) -> bool {
+        self.role == "master"
+    }
+
+    pub fn parse(text: &str) -> Result<ReplicationInfo, DataNodeError> {
+        let mut info = ReplicationInfo::default();
+        let (mut master_offset, mut slave_offset) = (None, None);
+        for line in text.lines() {
+            let Some((key, value)) = line.trim().split_once(':') else { continue };
+            match key {
+                "role" => info.role = value.to_string(),
+                "master_repl_offset" => master_offset = value.parse().ok(),
+                "slave_repl_offset" => slave_offset = value.parse().ok(),
+                "master_host" => info.master_host = Some(value.to_string()),
+                "master_port" => info.master_port = value.parse().ok(),
+                "master_link_status" => info.link_up = value == "up",
+                "connected_slaves" => info.connected_replicas = value.parse().ok(),
+                _ => {}
+            }
+        }
+        info.offset = match info.role.as_str() {
+            "master" => master_offset.unwrap_or(0),
+            "slave" => slave_offset.or(master_offset).unwrap_or(0),
+            other => return Err(DataNodeError::BadInfo(format!("role {other:?}"))),
+        };
+        Ok(info)
+    }
+
+    /// Whether this replica points at `host:port`.
+    pub fn follows(&self, host: &str, port: u16) -> bool {
+        self.role == "slave" && self.master_host.as_deref() == Some(host) && self.master_port == Some(port)
+    }
+}
+
+/// A lazily (re)connected client.
+pub struct RespClient {
+    url: String,
+    conn: Option<MultiplexedConnection>,
+}
+
+impl RespClient {
+    pub fn new(address: &str, password: Option<&str>) -> RespClient {
+        let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
+        RespClient {
+            url: format!("redis://{auth}{address}/"),
+            conn: None,
+        }
+    }
+
+    async fn connection(&mut self) -> Result<MultiplexedConnection, DataNodeError> {
+        if let Some(c) = &self.conn {
+            return Ok(c.clone());
+        }
+        let client = redis::Client::open(self.url.as_str()).map_err(|e| DataNodeError::Unreachable(e.to_string()))?;
+        let conn = tokio::time::timeout(COMMAND_TIMEOUT, client.get_multiplexed_async_connection())
+            .await
+            .map_err(|_| DataNodeError::Unreachable("connect timed out".into()))?
+            .map_err(|e| DataNodeError::Unreachable(e.to_string()))?;
+        self.conn = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Runs one command; a transport failure drops the connection so the
+    /// next call reconnects.
+    pub async fn call<T: redis::FromRedisValue>(&mut self, args: &[&str]) -> Result<T, DataNodeError> {
+        let mut conn = self.connection().await?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        match tokio::time::timeout(COMMAND_TIMEOUT, cmd.query_async::<T>(&mut conn)).await {
+            Err(_) => {
+                self.conn = None;
+                Err(DataNodeError::Unreachable(format!("{} timed out", args[0])))
+            }
+            Ok(Err(e)) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() => {
+                self.conn = None;
+                Err(DataNodeError::Unreachable(e.to_string()))
+            }
+            Ok(Err(e)) => Err(DataNodeError::Refused {
+                command: args.join(" "),
+                message: e.to_string(),
+            }),
+            Ok(Ok(v)) => Ok(v),
+        }
+    }
+
+    pub async fn replication_info(&mut self) -> Result<ReplicationInfo, DataNodeError> {
+        let text: String = self.call(&["INFO", "replication"]).await?;
+        ReplicationInfo::parse(&text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kevy_replica_info_is_parsed() {
+        let text = "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:17110\r\nmaster_link_status:up\r\nslave_repl_offset:40\r\nslave_lag_frames:0\r\n";
+        let info = ReplicationInfo::parse(text).unwrap();
+        assert_eq!(info.offset, 40);
+        assert!(info.link_up && info.follows("127.0.0.1", 17110) && !info.is_master());
+    }
+
+    #[test]
+    fn a_master_info_reports_its_own_offset() {
+        let text = "role:master\r\nconnected_slaves:2\r\nslave0:ip=127.0.0.1,port=1,state=online,offset=13\r\nmaster_repl_offset:13\r\n";
+        let info = ReplicationInfo::parse(text).unwrap();
+        assert_eq!((info.offset, info.connected_replicas), (13, Some(2)));
+        assert!(info.is_master());
+    }
+
+    #[test]
+    fn an_unknown_role_is_an_error() {
+        assert!(ReplicationInfo::parse("role:sentinel\r\n").is_err());
+    }
+}

@@ -1,0 +1,91 @@
+//! Redis 7: `REPLICAOF` takes the client port. The fence keeps a primary a
+//! primary (so its replicas keep streaming, which a switchover needs) but
+//! makes it refuse writes: `min-replicas-to-write` set beyond the cluster
+//! size makes every write fail with NOREPLICAS until it is lifted.
+
+use super::info::RespClient;
+use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
+use crate::core::DataNodeTarget;
+
+/// More replicas than any cluster has: writes are refused.
+const FENCE_MIN_REPLICAS: &str = "1000";
+
+pub struct RedisNode {
+    client: RespClient,
+    following: Option<(String, u16)>,
+    fenced: Option<bool>,
+}
+
+impl RedisNode {
+    pub fn new(address: &str, password: Option<&str>) -> RedisNode {
+        RedisNode {
+            client: RespClient::new(address, password),
+            following: None,
+            fenced: None,
+        }
+    }
+
+    async fn set_fence(&mut self, on: bool) -> Result<(), DataNodeError> {
+        let value = if on { FENCE_MIN_REPLICAS } else { "0" };
+        self.client
+            .call::<String>(&["CONFIG", "SET", "min-replicas-to-write", value])
+            .await?;
+        self.fenced = Some(on);
+        Ok(())
+    }
+}
+
+impl DataNodeAdapter for RedisNode {
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
+        let info = self.client.replication_info().await?;
+        if info.is_master() && self.fenced.is_none() {
+            // Learn the fence after a restart of ours: ask rather than assume.
+            let v: Vec<String> = self.client.call(&["CONFIG", "GET", "min-replicas-to-write"]).await?;
+            self.fenced = Some(v.get(1).is_some_and(|n| n != "0"));
+        }
+        Ok(info)
+    }
+
+    async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {
+        match target {
+            DataNodeTarget::Primary => {
+                // Promote while still fenced, then lift the fence.
+                self.set_fence(true).await?;
+                self.client.call::<String>(&["REPLICAOF", "NO", "ONE"]).await?;
+                self.following = None;
+                self.set_fence(false).await?;
+            }
+            DataNodeTarget::FencedPrimary => {
+                self.set_fence(true).await?;
+                self.client.call::<String>(&["REPLICAOF", "NO", "ONE"]).await?;
+                self.following = None;
+            }
+            DataNodeTarget::Isolated => {
+                self.set_fence(true).await?;
+                let port = NOWHERE.1.to_string();
+                self.client.call::<String>(&["REPLICAOF", NOWHERE.0, &port]).await?;
+                self.following = None;
+            }
+            DataNodeTarget::Follow { primary_addr, .. } => {
+                self.set_fence(true).await?;
+                let (host, port) = resolve(primary_addr).await?;
+                self.client.call::<String>(&["REPLICAOF", &host, &port.to_string()]).await?;
+                self.following = Some((host, port));
+            }
+        }
+        Ok(())
+    }
+
+    fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool {
+        match target {
+            DataNodeTarget::Primary => info.is_master() && self.fenced == Some(false),
+            DataNodeTarget::FencedPrimary => info.is_master() && self.fenced == Some(true),
+            DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
+            DataNodeTarget::Follow { .. } => self.following.as_ref().is_some_and(|(h, p)| info.follows(h, *p)),
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Durable election state (docs/protocol.md §5.2): epoch, vote and data
+//! epoch in `<data_dir>/state.json`, written so that a crash at any point
+//! leaves either the old or the new file, never a torn one: write a temp
+//! file, fsync it, rename it over the old one, fsync the directory.
+
+use crate::core::PersistedState;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum PersistError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is corrupt ({source}); refusing to start with a forgotten vote")]
+    Corrupt { path: PathBuf, source: serde_json::Error },
+}
+
+/// The state file of one elector.
+#[derive(Debug, Clone)]
+pub struct StateFile {
+    dir: PathBuf,
+}
+
+impl StateFile {
+    pub fn new(dir: &Path) -> StateFile {
+        StateFile { dir: dir.to_path_buf() }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("state.json")
+    }
+
+    /// Reads the state; a missing file is a fresh node. A corrupt file is an
+    /// error: starting from zero could vote twice in an epoch.
+    pub fn load(&self) -> Result<PersistedState, PersistError> {
+        let path = self.path();
+        match fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| PersistError::Corrupt { path, source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PersistedState::default()),
+            Err(source) => Err(PersistError::Io { path, source }),
+        }
+    }
+
+    /// Writes `state` durably (blocking: run it off the async runtime).
+    pub fn store(&self, state: &PersistedState) -> Result<(), PersistError> {
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| PersistError::Io { path, source }
+        };
+        fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        let tmp = self.dir.join("state.json.tmp");
+        let bytes = serde_json::to_vec_pretty(state).expect("state serialises");
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(io(&tmp))?;
+        f.write_all(&bytes).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+        drop(f);
+        let path = self.path();
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io(&self.dir))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fresh_directory_loads_as_epoch_zero() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(StateFile::new(dir.path()).load().unwrap(), PersistedState::default());
+    }
+
+    #[test]
+    fn a_stored_vote_survives_a_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::new(&dir.path().join("nested"));
+        let state = PersistedState { epoch: 4, voted_epoch: 6, voted_for: Some("n2".into()), data_epoch: 4 };
+        file.store(&state).unwrap();
+        assert_eq!(StateFile::new(&dir.path().join("nested")).load().unwrap(), state);
+        assert!(!dir.path().join("nested/state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_corrupt_file_refuses_to_load_instead_of_forgetting_votes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("state.json"), b"{\"epoch\": 3, \"voted_ep").unwrap();
+        assert!(matches!(StateFile::new(dir.path()).load(), Err(PersistError::Corrupt { .. })));
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_an_error_not_a_panic() {
+        let file = StateFile::new(Path::new("/proc/definitely/not/here"));
+        assert!(file.store(&PersistedState::default()).is_err());
+    }
+}

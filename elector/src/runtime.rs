@@ -1,0 +1,362 @@
+//! The tokio shell (docs/architecture.md): one protocol task owns the core
+//! and executes its actions; transport, data-node adapter, persister, HTTP
+//! API, Sentinel listener and hooks run beside it and talk to it through
+//! channels, so none of them can block an election.
+
+use crate::config::{Config, DataNodeKind};
+use crate::core::{Action, Core, DataNodeTarget, Event, Notice, Reason};
+use crate::datanode::{self, DataNodeReport, KevyNode, RedisNode};
+use crate::ops::api::{self, ApiState, SwitchoverError, SwitchoverRequest};
+use crate::ops::auth::{unix_ms_now, AuthConfigError, Authenticator};
+use crate::ops::hooks::{HookEvent, HookKind, HookRunner};
+use crate::ops::listen::bind_tcp;
+use crate::ops::metrics::Metrics;
+use crate::ops::sentinel;
+use crate::persist::{PersistError, StateFile};
+use crate::protocol::Role;
+use crate::transport::{self, Inbound, Transport};
+use crate::status_view::{self, StatusBook};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot, watch};
+
+#[derive(Debug, Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Persist(#[from] PersistError),
+    #[error("auth: {0}")]
+    Auth(#[from] AuthConfigError),
+    #[error("cannot listen on {what} {spec}: {source}")]
+    Listen {
+        what: &'static str,
+        spec: String,
+        source: std::io::Error,
+    },
+}
+
+/// Milliseconds on a clock that is monotonic within the process and starts
+/// at the wall-clock time of boot, so heartbeat stamps of a new incarnation
+/// are always above those of the last one.
+struct Clock {
+    boot: Instant,
+    base: u64,
+}
+
+impl Clock {
+    fn now(&self) -> u64 {
+        self.base + self.boot.elapsed().as_millis() as u64
+    }
+}
+
+/// Runs the elector until `shutdown` completes.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RuntimeError> {
+    let clock = Clock {
+        boot: Instant::now(),
+        base: unix_ms_now(),
+    };
+    let state_file = StateFile::new(&config.data_dir);
+    let recovered = state_file.load()?;
+    tracing::info!(node = %config.node_id, ?recovered, "starting");
+    let metrics = Arc::new(Metrics::new());
+    let auth = Arc::new(Mutex::new(Authenticator::new(&config.auth, &config.node_id, clock.base)?));
+
+    let bind = |what: &'static str, spec: &str| {
+        bind_tcp(spec).map_err(|source| RuntimeError::Listen {
+            what,
+            spec: spec.to_string(),
+            source,
+        })
+    };
+    let election_listener = bind("election", &config.listen.election)?;
+    let api_listener = bind("api", &config.listen.api)?;
+    let sentinel_listener = match &config.listen.sentinel {
+        Some(spec) => Some(bind("sentinel", spec)?),
+        None => None,
+    };
+
+    // The core, and the start-up clamp before anything else.
+    let mut core = Core::new(config.core_config(rand::random()), recovered, clock.now());
+    let start_actions = core.start(clock.now());
+
+    let (target_tx, target_rx) = watch::channel((0u64, DataNodeTarget::Isolated));
+    let (report_tx, mut report_rx) = mpsc::channel::<DataNodeReport>(16);
+    let poll = Duration::from_millis(config.timings.data_poll_ms);
+    let dn = &config.data_node;
+    match dn.kind {
+        DataNodeKind::Kevy => {
+            let node = KevyNode::new(&dn.address, dn.password.as_deref(), dn.replication_port_offset);
+            tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
+        }
+        DataNodeKind::Redis => {
+            let node = RedisNode::new(&dn.address, dn.password.as_deref());
+            tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
+        }
+    }
+
+    let (persist_tx, persist_rx) = mpsc::unbounded_channel();
+    let (persisted_tx, mut persisted_rx) = mpsc::unbounded_channel();
+    tokio::spawn(persister(state_file, persist_rx, persisted_tx));
+
+    let (inbound_tx, mut inbound_rx) = mpsc::channel::<Inbound>(1024);
+    let peers = config
+        .peers
+        .iter()
+        .filter(|p| p.id != config.node_id)
+        .map(|p| (p.id.clone(), p.election.clone()))
+        .collect();
+    let transport = transport::start(
+        config.node_id.clone(),
+        election_listener,
+        peers,
+        Arc::clone(&auth),
+        Arc::clone(&metrics),
+        inbound_tx,
+    );
+
+    let book = StatusBook::new(&config);
+    let (status_tx, status_rx) = watch::channel(book.snapshot(&core, &config, &metrics, clock.now()));
+    let (view_tx, view_rx) = watch::channel(status_view::cluster_view(&core, &config));
+    let (switch_tx, mut switch_rx) = mpsc::channel::<SwitchoverRequest>(4);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let api_state = ApiState {
+        status: status_rx,
+        metrics: Arc::clone(&metrics),
+        switchover: switch_tx,
+    };
+    tokio::spawn(api::serve(api_listener, api_state, stopped(stop_rx.clone())));
+    if let Some(listener) = sentinel_listener {
+        tokio::spawn(sentinel::serve(listener, config.node_id.clone(), view_rx, stopped(stop_rx.clone())));
+    }
+    let hooks = HookRunner::new(config.hooks.clone(), Arc::clone(&metrics));
+
+    let mut shell = Shell {
+        transport,
+        persist_tx,
+        target_tx,
+        hooks,
+        metrics,
+        book,
+        pending_switchover: None,
+        node_id: config.node_id.clone(),
+    };
+    shell.execute(&core, start_actions, clock.now());
+
+    tokio::pin!(shutdown);
+    loop {
+        let wake = core.next_wakeup();
+        let sleep_for = Duration::from_millis(wake.saturating_sub(clock.now()));
+        let event = tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            Some((seq, result)) = persisted_rx.recv() => match result {
+                Ok(()) => Event::Persisted { seq },
+                Err(error) => Event::PersistFailed { seq, error },
+            },
+            Some(inbound) = inbound_rx.recv() => Event::Message { from: inbound.from, msg: inbound.msg },
+            Some(report) = report_rx.recv() => {
+                if report.error.is_some() {
+                    shell.metrics.data_node_error();
+                }
+                let obs = report.obs.clone();
+                shell.book.set_report(report);
+                Event::DataNode(obs)
+            }
+            Some(request) = switch_rx.recv() => shell.start_switchover(&core, request, clock.now()),
+            _ = tokio::time::sleep(sleep_for) => Event::Tick,
+        };
+        let now = clock.now();
+        let actions = core.handle(now, event);
+        shell.execute(&core, actions, now);
+        status_tx.send_replace(shell.book.snapshot(&core, &config, &shell.metrics, now));
+        let view = status_view::cluster_view(&core, &config);
+        view_tx.send_if_modified(|v| {
+            let changed = *v != view;
+            *v = view;
+            changed
+        });
+    }
+    tracing::info!("shutting down; the data node keeps its last state");
+    let _ = stop_tx.send(true);
+    shell.hooks.flush().await;
+    Ok(())
+}
+
+/// Writes persists one at a time, in order (the core relies on it).
+async fn persister(
+    file: StateFile,
+    mut rx: mpsc::UnboundedReceiver<(u64, crate::core::PersistedState)>,
+    done: mpsc::UnboundedSender<(u64, Result<(), String>)>,
+) {
+    while let Some((seq, state)) = rx.recv().await {
+        let f = file.clone();
+        let result = tokio::task::spawn_blocking(move || f.store(&state))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()));
+        if done.send((seq, result)).is_err() {
+            return;
+        }
+    }
+}
+
+struct PendingSwitchover {
+    to: String,
+    timeout_ms: u64,
+    reply: oneshot::Sender<Result<serde_json::Value, SwitchoverError>>,
+    started: u64,
+}
+
+/// Everything the protocol task uses to carry out actions.
+struct Shell {
+    transport: Transport,
+    persist_tx: mpsc::UnboundedSender<(u64, crate::core::PersistedState)>,
+    target_tx: watch::Sender<(u64, DataNodeTarget)>,
+    hooks: HookRunner,
+    metrics: Arc<Metrics>,
+    book: StatusBook,
+    pending_switchover: Option<PendingSwitchover>,
+    node_id: String,
+}
+
+impl Shell {
+    fn start_switchover(&mut self, core: &Core, request: SwitchoverRequest, now: u64) -> Event {
+        let timeout_ms = request.timeout.as_millis() as u64;
+        if self.pending_switchover.is_some() {
+            let _ = request.reply.send(Err(SwitchoverError::InProgress));
+            return Event::Tick;
+        }
+        if core.role() != Role::Primary {
+            let _ = request.reply.send(Err(SwitchoverError::NotPrimary {
+                primary: core.primary().map(str::to_string),
+            }));
+            return Event::Tick;
+        }
+        if !core.config().is_member(&request.to) {
+            let _ = request.reply.send(Err(SwitchoverError::UnknownTarget { to: request.to }));
+            return Event::Tick;
+        }
+        self.book.switchover_started(&request.to, now, timeout_ms);
+        let to = request.to.clone();
+        self.pending_switchover = Some(PendingSwitchover {
+            to: request.to,
+            timeout_ms,
+            reply: request.reply,
+            started: now,
+        });
+        Event::SwitchoverRequested { to, timeout_ms }
+    }
+
+    fn execute(&mut self, core: &Core, actions: Vec<Action>, now: u64) {
+        for action in actions {
+            match action {
+                Action::Send { to, msg } => self.transport.send(&to, msg),
+                Action::Persist { seq, state } => {
+                    let _ = self.persist_tx.send((seq, state));
+                }
+                Action::ApplyDataNode { seq, target } => {
+                    self.target_tx.send_replace((seq, target));
+                }
+                Action::Notify(notice) => self.notify(core, notice, now),
+            }
+        }
+    }
+
+    fn notify(&mut self, core: &Core, notice: Notice, now: u64) {
+        let hook = |event, previous_role: Role, role: Role, epoch, new_primary: Option<String>, reason: Reason| HookEvent {
+            event,
+            node_id: self.node_id.clone(),
+            epoch,
+            new_primary,
+            previous_role: previous_role.into(),
+            role: role.into(),
+            reason: reason.as_str().to_string(),
+        };
+        match notice {
+            Notice::RoleChanged {
+                from,
+                to,
+                epoch,
+                primary,
+                reason,
+            } => {
+                tracing::info!(from = %from, to = %to, epoch, primary = ?primary, reason = %reason, "role changed");
+                self.metrics.transition(reason.as_str());
+                self.book.transition(from, to, epoch, reason, now);
+                match (from, to) {
+                    (_, Role::Primary) => {
+                        self.metrics.election_won();
+                        self.hooks.fire(hook(HookKind::Promote, from, to, epoch, primary, reason));
+                    }
+                    (Role::Primary, _) => self.hooks.fire(hook(HookKind::Demote, from, to, epoch, primary, reason)),
+                    (Role::Candidate, Role::Replica) => self.metrics.election_lost(),
+                    _ => {}
+                }
+            }
+            Notice::FenceChanged { fenced, epoch, reason } => {
+                tracing::info!(fenced, epoch, reason = %reason, "fence changed");
+                self.metrics.transition(reason.as_str());
+                self.book.fence(fenced, epoch, reason, now);
+                if fenced {
+                    let r = core.role();
+                    self.hooks.fire(hook(HookKind::Fence, r, r, epoch, core.primary().map(str::to_string), reason));
+                }
+            }
+            Notice::Following { primary, epoch, reason } => {
+                tracing::info!(%primary, epoch, reason = %reason, "following");
+                let r = core.role();
+                self.hooks.fire(hook(HookKind::Follow, r, r, epoch, Some(primary), reason));
+            }
+            Notice::ElectionStarted { epoch } => {
+                tracing::info!(epoch, "election started");
+                self.metrics.election_started();
+            }
+            Notice::SwitchoverFinished { to, result } => {
+                tracing::info!(%to, ?result, "switchover finished");
+                let Some(p) = self.pending_switchover.take() else { return };
+                let pause = now.saturating_sub(p.started);
+                self.book.switchover_finished(&result, pause);
+                let reply = match result {
+                    Ok(epoch) => Ok(serde_json::json!({
+                        "ok": true, "from": self.node_id, "to": p.to, "epoch": epoch,
+                        "write_pause_ms": pause,
+                    })),
+                    Err(why) if why.contains("did not catch up") => Err(SwitchoverError::Timeout { timeout_ms: p.timeout_ms }),
+                    Err(why) if why.contains("not alive or not eligible") => {
+                        Err(SwitchoverError::TargetNotEligible { to: p.to, why })
+                    }
+                    Err(why) => Err(SwitchoverError::Failed { why }),
+                };
+                let _ = p.reply.send(reply);
+            }
+            Notice::Fault { what } => {
+                tracing::warn!(%what, "fault");
+                let r = core.role();
+                self.hooks.fire(HookEvent {
+                    event: HookKind::Fault,
+                    node_id: self.node_id.clone(),
+                    epoch: core.epoch(),
+                    new_primary: core.primary().map(str::to_string),
+                    previous_role: r.into(),
+                    role: r.into(),
+                    reason: what,
+                });
+            }
+        }
+    }
+}
+
+impl From<Role> for crate::ops::status::Role {
+    fn from(r: Role) -> Self {
+        match r {
+            Role::Primary => crate::ops::status::Role::Primary,
+            Role::Replica => crate::ops::status::Role::Replica,
+            Role::Candidate => crate::ops::status::Role::Candidate,
+        }
+    }
+}
+

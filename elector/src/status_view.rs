@@ -1,0 +1,184 @@
+//! Builds what operators see (`/status`, `/metrics`, the Sentinel view) from
+//! the core's state plus the shell's records (transitions, switchover, the
+//! last data-node report). Every role or fence change keeps its reason.
+
+use crate::config::Config;
+use crate::core::{Core, Reason};
+use crate::datanode::DataNodeReport;
+use crate::ops::metrics::Metrics;
+use crate::ops::sentinel::{ClusterView, NodeAddr};
+use crate::ops::status::{
+    DataNodeStatus, LastVote, PeerStatus, StatusSnapshot, SwitchoverPhase, SwitchoverState, TransitionRecord,
+};
+use crate::protocol::Role;
+use std::collections::VecDeque;
+
+/// How many transitions `/status` keeps.
+const TRANSITIONS_KEPT: usize = 50;
+
+/// The shell's records, in wall-clock milliseconds.
+pub struct StatusBook {
+    transitions: VecDeque<TransitionRecord>,
+    switchover: Option<SwitchoverState>,
+    report: Option<DataNodeReport>,
+    data_kind: &'static str,
+}
+
+impl StatusBook {
+    pub fn new(config: &Config) -> StatusBook {
+        StatusBook {
+            transitions: VecDeque::new(),
+            switchover: None,
+            report: None,
+            data_kind: config.data_node.kind.as_str(),
+        }
+    }
+
+    pub fn set_report(&mut self, report: DataNodeReport) {
+        self.report = Some(report);
+    }
+
+    pub fn transition(&mut self, from: Role, to: Role, epoch: u64, reason: Reason, now: u64) {
+        self.push(TransitionRecord {
+            at_unix_ms: now,
+            from: from.into(),
+            to: to.into(),
+            epoch,
+            reason: reason.as_str().to_string(),
+        });
+    }
+
+    /// Fence changes on a primary are transitions primary -> primary with
+    /// their own reason (quorum_lost, quorum_regained, switchover ...).
+    pub fn fence(&mut self, fenced: bool, epoch: u64, reason: Reason, now: u64) {
+        let _ = fenced;
+        self.transition(Role::Primary, Role::Primary, epoch, reason, now);
+    }
+
+    fn push(&mut self, record: TransitionRecord) {
+        if self.transitions.len() == TRANSITIONS_KEPT {
+            self.transitions.pop_front();
+        }
+        self.transitions.push_back(record);
+    }
+
+    pub fn switchover_started(&mut self, to: &str, now: u64, timeout_ms: u64) {
+        self.switchover = Some(SwitchoverState {
+            to: to.to_string(),
+            phase: SwitchoverPhase::CatchingUp,
+            started_at_unix_ms: now,
+            deadline_unix_ms: now + timeout_ms,
+            primary_offset: None,
+            target_offset: None,
+            write_pause_ms: None,
+            error: None,
+        });
+    }
+
+    pub fn switchover_finished(&mut self, result: &Result<u64, String>, pause_ms: u64) {
+        if let Some(s) = self.switchover.as_mut() {
+            match result {
+                Ok(_) => {
+                    s.phase = SwitchoverPhase::Completed;
+                    s.write_pause_ms = Some(pause_ms);
+                }
+                Err(why) => {
+                    s.phase = SwitchoverPhase::RolledBack;
+                    s.error = Some(why.clone());
+                }
+            }
+        }
+    }
+
+    pub fn snapshot(&self, core: &Core, config: &Config, metrics: &Metrics, now: u64) -> StatusSnapshot {
+        let info = self.report.as_ref().and_then(|r| r.info.as_ref());
+        let obs = core.observation();
+        let mut switchover = self.switchover.clone();
+        if let Some(s) = switchover.as_mut() {
+            if s.phase == SwitchoverPhase::CatchingUp {
+                s.primary_offset = obs.offset;
+                s.target_offset = core
+                    .peer_views()
+                    .find(|(id, _)| *id == s.to)
+                    .and_then(|(_, v)| v.last_hb.as_ref().map(|hb| hb.offset));
+                if core.role() != Role::Primary {
+                    s.phase = SwitchoverPhase::HandingOver;
+                }
+            }
+        }
+        let state = core.persisted();
+        StatusSnapshot {
+            node_id: config.node_id.clone(),
+            role: core.role().into(),
+            epoch: core.epoch(),
+            primary: core.primary().map(str::to_string),
+            fenced: core.fenced(),
+            quorum: core.config().quorum(),
+            cluster_size: config.peers.len(),
+            data_node: DataNodeStatus {
+                kind: self.data_kind.to_string(),
+                address: config.data_node.address.clone(),
+                reachable: obs.reachable,
+                role: info.map(|i| i.role.clone()),
+                offset: obs.offset,
+                lag: core.lag(),
+                link_up: info.map(|i| i.is_master() || i.link_up),
+            },
+            peers: core
+                .peer_views()
+                .map(|(id, view)| {
+                    let hb = view.last_hb.as_ref();
+                    PeerStatus {
+                        id: id.to_string(),
+                        alive: core.peer_alive(view),
+                        role: hb.map(|h| h.role.into()),
+                        epoch: hb.map(|h| h.epoch),
+                        offset: hb.map(|h| h.offset),
+                        last_seen_ms: view.last_heard.map(|t| now.saturating_sub(t)),
+                        api: config.peer(id).and_then(|p| p.api.clone()),
+                    }
+                })
+                .collect(),
+            transitions: self.transitions.iter().cloned().collect(),
+            rejected: metrics.rejected_counts(),
+            switchover,
+            last_vote: state.voted_for.as_ref().map(|f| LastVote {
+                epoch: state.voted_epoch,
+                for_node: f.clone(),
+            }),
+        }
+    }
+}
+
+fn node_addr(id: &str, data: &str) -> NodeAddr {
+    let (host, port) = data.rsplit_once(':').unwrap_or((data, "6379"));
+    NodeAddr {
+        id: id.to_string(),
+        host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+        port: port.parse().unwrap_or(6379),
+    }
+}
+
+/// What the Sentinel-compatible listener tells clients.
+pub fn cluster_view(core: &Core, config: &Config) -> ClusterView {
+    let primary_id = core.primary();
+    let primary = primary_id.and_then(|id| config.peer(id)).map(|p| node_addr(&p.id, &p.data));
+    let replicas = config
+        .peers
+        .iter()
+        .filter(|p| Some(p.id.as_str()) != primary_id)
+        .map(|p| {
+            let up = p.id == config.node_id || core.peer_views().any(|(id, v)| id == p.id && core.peer_alive(v));
+            (node_addr(&p.id, &p.data), up)
+        })
+        .collect();
+    ClusterView {
+        master_name: config.cluster_name.clone(),
+        epoch: core.epoch(),
+        primary,
+        replicas,
+        sentinels: Vec::new(),
+        quorum: core.config().quorum(),
+        down_after_ms: config.timings.down_after_ms,
+    }
+}
