@@ -63,15 +63,15 @@ test:
 
 # conformance scenarios (quick set) against real containers
 conformance:
-    @echo "not yet: see issue 5" >&2; exit 1
+    cargo run -p conformance --release -- run --suite quick
 
 # every conformance scenario, with peers (kevy built-in elector, Redis Sentinel)
 conformance-full:
-    @echo "not yet: see issue 5" >&2; exit 1
+    cargo run -p conformance --release -- run --suite full --seeds 3 --backend both
 
 # measure failover time (SIGKILL of the primary -> first acknowledged write)
 bench-failover:
-    @echo "not yet: see issue 5" >&2; exit 1
+    cargo run -p conformance --release -- run --scenario primary-kill --seeds 5 --backend both
 
 # regenerate compose/lab-{2,3,5}.yml from scripts/gen-compose.sh
 compose-gen:

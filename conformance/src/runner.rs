@@ -751,7 +751,34 @@ impl<'a> Run<'a> {
         let mut reads = BTreeMap::new();
         let mut errors = BTreeMap::new();
         for n in &self.cluster.nodes {
-            let mut conn = DataConn::new(&n.data_addr(), Duration::from_secs(5));
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match read_back(&n.data_addr(), &acked).await {
+                    Ok(got) => {
+                        reads.insert(n.id.clone(), got);
+                        break;
+                    }
+                    Err(e) if attempt >= 3 => {
+                        errors.insert(n.id.clone(), e);
+                        break;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_secs(2)).await,
+                }
+            }
+        }
+        (reads, errors)
+    }
+}
+
+/// Reads every acknowledged key from one data node (MGET in chunks, GET if no MGET).
+async fn read_back(
+    addr: &str,
+    acked: &[(String, String)],
+) -> std::result::Result<BTreeMap<String, Option<String>>, String> {
+    {
+        {
+            let mut conn = DataConn::new(addr, Duration::from_secs(5));
             let mut got = BTreeMap::new();
             let mut failed = None;
             for chunk in acked.chunks(200) {
@@ -799,15 +826,10 @@ impl<'a> Run<'a> {
                 }
             }
             match failed {
-                Some(e) => {
-                    errors.insert(n.id.clone(), e);
-                }
-                None => {
-                    reads.insert(n.id.clone(), got);
-                }
+                Some(e) => Err(e),
+                None => Ok(got),
             }
         }
-        (reads, errors)
     }
 }
 

@@ -24,10 +24,16 @@ fn a_deliberately_broken_elector_makes_the_suite_fail() {
     let (result, _history) = rt.block_on(run_scenario(&scn, "kevy", 1, &opts, 1));
     assert!(result.error.is_none(), "runner error: {:?}", result.error);
     let failed = result.failed_checks();
-    assert!(!result.checks_passed, "the broken elector passed every checker");
+    assert!(
+        !result.checks_passed,
+        "the broken elector passed every checker"
+    );
     assert!(
         failed.contains(&"single_writable_primary") || failed.contains(&"minority_never_elects"),
         "expected split-brain or minority checker to fire, got {failed:?}"
     );
-    assert!(result.passed, "negative control counts as passed when caught");
+    assert!(
+        result.passed,
+        "negative control counts as passed when caught"
+    );
 }
