@@ -14,7 +14,7 @@ pub struct KevyNode {
     client: RespClient,
     replication_port_offset: u16,
     /// Resolved replication address of the primary we were last told to follow.
-    following: Option<(String, u16)>,
+    following: Option<(String, String, u16)>,
 }
 
 impl KevyNode {
@@ -51,7 +51,7 @@ impl DataNodeAdapter for KevyNode {
                 let (host, client_port) = resolve(primary_addr).await?;
                 let port = client_port.saturating_add(self.replication_port_offset);
                 self.client.call::<String>(&["REPLICAOF", &host, &port.to_string()]).await?;
-                self.following = Some((host, port));
+                self.following = Some((primary_addr.clone(), host, port));
             }
         }
         Ok(())
@@ -61,9 +61,10 @@ impl DataNodeAdapter for KevyNode {
         match target {
             DataNodeTarget::Primary => info.is_master(),
             DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
-            DataNodeTarget::Follow { .. } => {
-                self.following.as_ref().is_some_and(|(h, p)| info.follows(h, *p))
-            }
+            DataNodeTarget::Follow { primary_addr, .. } => self
+                .following
+                .as_ref()
+                .is_some_and(|(addr, h, p)| addr == primary_addr && info.follows(h, *p)),
         }
     }
 }

@@ -12,7 +12,7 @@ const FENCE_MIN_REPLICAS: &str = "1000";
 
 pub struct RedisNode {
     client: RespClient,
-    following: Option<(String, u16)>,
+    following: Option<(String, String, u16)>,
     fenced: Option<bool>,
 }
 
@@ -74,7 +74,7 @@ impl DataNodeAdapter for RedisNode {
                 self.set_fence(true).await?;
                 let (host, port) = resolve(primary_addr).await?;
                 self.client.call::<String>(&["REPLICAOF", &host, &port.to_string()]).await?;
-                self.following = Some((host, port));
+                self.following = Some((primary_addr.clone(), host, port));
             }
         }
         Ok(())
@@ -85,7 +85,10 @@ impl DataNodeAdapter for RedisNode {
             DataNodeTarget::Primary => info.is_master() && self.fenced == Some(false),
             DataNodeTarget::FencedPrimary => info.is_master() && self.fenced == Some(true),
             DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
-            DataNodeTarget::Follow { .. } => self.following.as_ref().is_some_and(|(h, p)| info.follows(h, *p)),
+            DataNodeTarget::Follow { primary_addr, .. } => self
+                .following
+                .as_ref()
+                .is_some_and(|(addr, h, p)| addr == primary_addr && info.follows(h, *p)),
         }
     }
 }

@@ -1,0 +1,272 @@
+//! Real processes on loopback for integration tests: kevy or redis-server
+//! data nodes plus one `elector` binary each. Everything started here is
+//! killed when the [`Cluster`] drops, also when a test panics.
+
+use serde_json::Value;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Kevy,
+    Redis,
+}
+
+pub struct NodeProcs {
+    pub id: String,
+    pub data_port: u16,
+    pub api_port: u16,
+    pub election_port: u16,
+    pub data: Option<Child>,
+    pub elector: Option<Child>,
+    pub dir: PathBuf,
+}
+
+pub struct Cluster {
+    pub backend: Backend,
+    pub nodes: Vec<NodeProcs>,
+    pub down_after_ms: u64,
+    _tmp: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn port_free(p: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", p)).is_ok()
+}
+
+/// A client port whose kevy replication port (+10000) is free too, below the
+/// ephemeral range so the kernel never hands either out meanwhile.
+fn data_port() -> u16 {
+    let seed = std::process::id() as u64 * 7919 + Instant::now().elapsed().as_nanos() as u64;
+    let mut candidate = 12_000 + (seed % 1000) as u16 * 10;
+    loop {
+        if port_free(candidate) && port_free(candidate + 10_000) {
+            // Reserve it briefly against our own other tests by a lock file.
+            let lock = std::env::temp_dir().join(format!("elector-test-port-{candidate}"));
+            if std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).is_ok() {
+                return candidate;
+            }
+            if lock.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(600)) {
+                let _ = std::fs::remove_file(&lock);
+            }
+        }
+        candidate = if candidate >= 21_990 { 12_000 } else { candidate + 10 };
+    }
+}
+
+pub fn require(binary: &str) {
+    let found = Command::new("sh").arg("-c").arg(format!("command -v {binary}")).output().is_ok_and(|o| o.status.success());
+    assert!(found, "{binary} is not installed: run scripts/install-deps.sh (the repo installs it)");
+}
+
+impl Cluster {
+    /// Starts `n` data nodes (read-only, no upstream) and their electors.
+    pub fn start(backend: Backend, n: usize) -> Cluster {
+        require(match backend {
+            Backend::Kevy => "kevy",
+            Backend::Redis => "redis-server",
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let mut nodes: Vec<NodeProcs> = (1..=n)
+            .map(|i| NodeProcs {
+                id: format!("n{i}"),
+                data_port: data_port(),
+                api_port: free_port(),
+                election_port: free_port(),
+                data: None,
+                elector: None,
+                dir: tmp.path().join(format!("n{i}")),
+            })
+            .collect();
+        let peers: String = nodes
+            .iter()
+            .map(|p| {
+                format!(
+                    "  - {{ id: {}, election: \"127.0.0.1:{}\", data: \"127.0.0.1:{}\", api: \"127.0.0.1:{}\" }}\n",
+                    p.id, p.election_port, p.data_port, p.api_port
+                )
+            })
+            .collect();
+        for node in &mut nodes {
+            std::fs::create_dir_all(node.dir.join("data")).unwrap();
+            let yaml = format!(
+                "node_id: {id}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\" }}\n\
+                 data_dir: {dir}/elector\ndata_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\" }}\n\
+                 peers:\n{peers}timings: {{ hb_interval_ms: 50, down_after_ms: 600, election_timeout_ms: 400, \
+                 backoff_min_ms: 100, backoff_max_ms: 300, data_poll_ms: 50 }}\n",
+                id = node.id,
+                e = node.election_port,
+                a = node.api_port,
+                dir = node.dir.display(),
+                kind = if backend == Backend::Kevy { "kevy" } else { "redis" },
+                d = node.data_port,
+            );
+            std::fs::write(node.dir.join("elector.yaml"), yaml).unwrap();
+        }
+        let mut cluster = Cluster {
+            backend,
+            nodes,
+            down_after_ms: 600,
+            _tmp: tmp,
+        };
+        for i in 0..n {
+            cluster.start_node(i);
+        }
+        cluster
+    }
+
+    fn start_data(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let data_dir = node.dir.join("data");
+        let log = std::fs::File::create(node.dir.join("data.log")).unwrap();
+        let child = match self.backend {
+            Backend::Kevy => {
+                let toml = format!(
+                    "[server]\nbind = \"127.0.0.1\"\nport = {}\nthreads = 1\ndata_dir = \"{}\"\n\
+                     [persistence]\naof = true\n[replication]\nrole = \"replica\"\nupstream = \"127.0.0.1:1\"\n",
+                    node.data_port,
+                    data_dir.display()
+                );
+                let path = node.dir.join("kevy.toml");
+                std::fs::write(&path, toml).unwrap();
+                Command::new("kevy").arg("--config").arg(&path).stdout(log.try_clone().unwrap()).stderr(log).spawn()
+            }
+            Backend::Redis => Command::new("redis-server")
+                .args(["--port", &node.data_port.to_string(), "--bind", "127.0.0.1", "--dir"])
+                .arg(&data_dir)
+                .args(["--appendonly", "yes", "--save", "", "--replicaof", "127.0.0.1", "1", "--protected-mode", "no"])
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn(),
+        };
+        node.data = Some(child.expect("start data node"));
+        let port = node.data_port;
+        wait_until(Duration::from_secs(10), || redis_client(port).ping().is_ok(), "data node to accept connections");
+    }
+
+    pub fn start_node(&mut self, i: usize) {
+        self.start_data(i);
+        let node = &mut self.nodes[i];
+        let log = std::fs::File::create(node.dir.join(format!("elector-{}.log", node.id))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_elector"))
+            .arg("run")
+            .arg("--config")
+            .arg(node.dir.join("elector.yaml"))
+            .env("ELECTOR_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start elector");
+        node.elector = Some(child);
+    }
+
+    /// SIGKILL of elector and data node, as the node supervisor does.
+    pub fn kill_node(&mut self, i: usize) {
+        for child in [self.nodes[i].elector.take(), self.nodes[i].data.take()].into_iter().flatten() {
+            let mut c = child;
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub fn status(&self, i: usize) -> Option<Value> {
+        let url = format!("http://127.0.0.1:{}/status", self.nodes[i].api_port);
+        ureq::get(&url).timeout(Duration::from_millis(500)).call().ok()?.into_json().ok()
+    }
+
+    /// The index of the node that is an unfenced primary, if exactly one is.
+    pub fn writable_primary(&self) -> Option<usize> {
+        let found: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.status(i).is_some_and(|s| s["role"] == "primary" && s["fenced"] == false))
+            .collect();
+        (found.len() == 1).then(|| found[0])
+    }
+
+    pub fn wait_primary(&self, within: Duration) -> usize {
+        let mut found = None;
+        wait_until(within, || {
+            found = self.writable_primary();
+            found.is_some()
+        }, "a writable primary");
+        found.unwrap()
+    }
+
+    pub fn client(&self, i: usize) -> redis::Connection {
+        redis_client(self.nodes[i].data_port)
+    }
+
+    pub fn dump_logs(&self) {
+        for n in &self.nodes {
+            for f in [format!("elector-{}.log", n.id), "data.log".to_string()] {
+                if let Ok(text) = std::fs::read_to_string(n.dir.join(&f)) {
+                    let tail: Vec<&str> = text.lines().rev().take(25).collect();
+                    eprintln!("---- {} {f}\n{}", n.id, tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dump_logs();
+        }
+        for i in 0..self.nodes.len() {
+            self.kill_node(i);
+            let _ = std::fs::remove_file(std::env::temp_dir().join(format!("elector-test-port-{}", self.nodes[i].data_port)));
+        }
+    }
+}
+
+pub fn redis_client(port: u16) -> redis::Connection {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+    loop_connect(&client)
+}
+
+fn loop_connect(client: &redis::Client) -> redis::Connection {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match client.get_connection_with_timeout(Duration::from_millis(300)) {
+            Ok(c) => {
+                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+                return c;
+            }
+            Err(e) if Instant::now() > deadline => panic!("cannot connect: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+pub trait Ping {
+    fn ping(&mut self) -> redis::RedisResult<String>;
+}
+impl Ping for redis::Connection {
+    fn ping(&mut self) -> redis::RedisResult<String> {
+        redis::cmd("PING").query(self)
+    }
+}
+
+pub fn wait_until(within: Duration, mut ok: impl FnMut() -> bool, what: &str) {
+    let deadline = Instant::now() + within;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// SET then `WAIT 1`: true when acknowledged by a replica.
+pub fn acked_write(conn: &mut redis::Connection, key: &str) -> bool {
+    let set: redis::RedisResult<String> = redis::cmd("SET").arg(key).arg("v").query(conn);
+    if set.is_err() {
+        return false;
+    }
+    let replicas: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(1000).query(conn);
+    replicas.is_ok_and(|n| n >= 1)
+}
