@@ -2,7 +2,8 @@
 """Prints the lab table (node, container, role, epoch, primary, client address, how to
 connect) from each node's elector API (http://127.0.0.1:930i/status) and `docker inspect`.
 With --wait SECS, polls until a primary is elected (one node reports role=primary, not
-fenced, and at least a quorum of the nodes whose API answers agree on it), then prints the
+fenced, its data node already a master, and at least a quorum of the nodes whose API
+answers agree on it), then prints the
 table; exits 1 with a clear message on timeout.
 
 Standard library only (python3 >= 3.7)."""
@@ -56,7 +57,8 @@ def elected(rows, n):
     """The elected primary's id, or None."""
     quorum = n // 2 + 1
     answered = [st for _, _, st in rows if "_error" not in st]
-    primaries = [st for st in answered if st.get("role") == "primary" and not st.get("fenced", False)]
+    primaries = [st for st in answered if st.get("role") == "primary" and not st.get("fenced", False)
+                 and (st.get("data_node") or {}).get("role", "master") == "master"]
     if len(primaries) != 1:
         return None
     pid = primaries[0].get("node_id")
