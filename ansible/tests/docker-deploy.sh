@@ -55,6 +55,10 @@ kevy_bin=${KEVY_BIN:-$HOME/.cargo/bin/kevy}
 [ "$backend" = redis ] || [ -x "$kevy_bin" ] || die "no kevy binary at $kevy_bin (scripts/install-deps.sh)"
 
 tmp=$(mktemp -d)
+# Deploy a snapshot: the binary under target/ may be rebuilt while this runs.
+cp "$elector_bin" "$tmp/elector"
+say "elector binary: $elector_bin ($(date -r "$elector_bin" -u +%H:%M:%SZ), snapshot $tmp/elector)"
+elector_bin=$tmp/elector
 # Is the elector binary real yet? (the lead replaces a stub main)
 printf 'node_id: x\nlisten: 42\npeers: []\n' > "$tmp/broken.yaml"
 stub=0
@@ -167,7 +171,11 @@ play > "$tmp/deploy2.log" 2>&1 || { tail -40 "$tmp/deploy2.log" >&2; die "second
 changed_tasks=$(awk '/^TASK \[/{t=$0} /^changed:/{print t}' "$tmp/deploy2.log" | sort -u \
   | { if [ $stub = 1 ]; then grep -v 'Enable and start the elector' || true; else cat; fi; })
 if [ -n "$changed_tasks" ]; then
-  echo "$changed_tasks" >&2; die "second deploy changed something (not idempotent)"
+  echo "$changed_tasks" >&2
+  if [ "$mode" = systemd ]; then
+    docker exec "$(cname 1)" sh -c 'systemctl status elector --no-pager -n 0; journalctl -u elector --no-pager -n 25' >&2 || true
+  fi
+  die "second deploy changed something (not idempotent)"
 fi
 say "second run: nothing changed$( [ $stub = 1 ] && [ "$mode" = systemd ] && echo ' (apart from starting the stub elector again)')"
 if [ "$mode" = systemd ]; then
