@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::history::{FaultEvent, History, Ms, Outcome, PartitionRecord, Sample};
 use crate::metrics;
 use crate::nemesis::{self, Block};
-use crate::probe::{CmdError, DataConn};
+use crate::probe::DataConn;
 use crate::report::{RunResult, StepLog};
 use crate::scenario::{Scenario, Step};
 use crate::workload::{self, NodeAddrs, Recorder};
@@ -800,8 +800,10 @@ async fn read_back(
                         ));
                         break;
                     }
-                    Err(CmdError::Reply(_)) => {
-                        // No MGET on this data node: one GET per key.
+                    Err(_) => {
+                        // MGET refused or stuck (seen on a freshly promoted kevy): one GET
+                        // per key on a fresh connection.
+                        conn = DataConn::new(addr, Duration::from_secs(5));
                         for (k, _) in chunk {
                             let mut get = redis::cmd("GET");
                             get.arg(k);
@@ -818,10 +820,6 @@ async fn read_back(
                         if failed.is_some() {
                             break;
                         }
-                    }
-                    Err(e) => {
-                        failed = Some(e.to_string());
-                        break;
                     }
                 }
             }

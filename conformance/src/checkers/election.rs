@@ -106,11 +106,34 @@ pub fn minority_never_elects(h: &History) -> CheckResult {
                 l.iter()
                     .any(|i| i.start <= p.start_ms && i.end > p.start_ms)
             });
+            // A minority old primary gets the lease plus one sample's validity (the
+            // poller's granularity) to fence itself.
             let from = if was_primary {
-                p.start_ms + h.lease_ms
+                p.start_ms + h.lease_ms + h.sample_validity_ms()
             } else {
                 p.start_ms
             };
+            // Electing at all on a minority side is a violation, fenced or not.
+            if !was_primary {
+                let claim = h.samples.iter().find(|s| {
+                    &s.node == m
+                        && s.at_ms >= p.start_ms
+                        && s.at_ms < end
+                        && s.elector.as_ref().is_some_and(|e| e.role == "primary")
+                });
+                if let Some(s) = claim {
+                    let epoch = s.elector.as_ref().map_or(0, |e| e.epoch);
+                    violations.push(Violation::window(
+                        format!(
+                            "{m} on the minority side of `{}` claimed primary (epoch {epoch}) at {} ms",
+                            p.label, s.at_ms
+                        ),
+                        s.at_ms,
+                        s.at_ms,
+                        vec![m.clone()],
+                    ));
+                }
+            }
             if from >= end {
                 continue;
             }
@@ -287,8 +310,28 @@ mod tests {
         isolate_n3(&mut h);
         let r = minority_never_elects(&h);
         assert!(!r.passed);
-        assert_eq!(r.violations[0].start_ms, Some(2500));
-        assert_eq!(r.violations[0].end_ms, Some(5000));
+        assert!(r
+            .violations
+            .iter()
+            .any(|v| v.start_ms == Some(2500) && v.end_ms == Some(5000)));
+    }
+
+    #[test]
+    fn an_isolated_replica_that_claims_primary_while_fenced_still_fails() {
+        let mut h = history(3);
+        steady(&mut h, "n1", "primary", 1, 0, 6000);
+        steady(&mut h, "n3", "replica", 1, 0, 2500);
+        let mut t = 2500;
+        while t < 6000 {
+            h.samples.push(sample(t, "n3", "primary", 2, true));
+            t += 100;
+        }
+        isolate_n3(&mut h);
+        let r = minority_never_elects(&h);
+        assert!(!r.passed);
+        assert!(r.violations[0]
+            .message
+            .contains("claimed primary (epoch 2)"));
     }
 
     #[test]
