@@ -16,7 +16,8 @@ pub struct Metrics {
     pub failover_ms: Option<Ms>,
     /// First primary-removing fault to the first sample showing another writable primary.
     pub election_ms: Option<Ms>,
-    /// Longest time without an acknowledged write while writers ran.
+    /// Longest time without an acknowledged write while writers ran (from their first
+    /// attempt to their stop).
     pub max_write_gap_ms: Option<Ms>,
     pub lost_acknowledged: usize,
     pub violations: usize,
@@ -57,7 +58,10 @@ pub fn compute(h: &History, checks: &[CheckResult]) -> Metrics {
         .map(|w| w.complete_ms)
         .collect();
     acks.sort_unstable();
-    if let Some(&first) = acks.first() {
+    // From the first write the writers attempted (so an initial stretch without
+    // acknowledgements counts too).
+    let first_invoke = h.writes.iter().map(|w| w.invoke_ms).min();
+    if let (Some(first), false) = (first_invoke, acks.is_empty()) {
         let stop = h
             .writers_stopped_ms
             .unwrap_or(*acks.last().unwrap_or(&first));
