@@ -60,11 +60,14 @@ impl DecodeError {
     }
 }
 
+/// One decoded frame (its fields) and how many bytes of input it used.
+pub type Frame = (Vec<Vec<u8>>, usize);
+
 /// Decodes one frame from the front of `buf`.
 ///
 /// Returns `Ok(None)` when `buf` holds only a prefix of a valid frame (read
 /// more bytes and call again), or `Ok(Some((fields, consumed)))`.
-pub fn decode(buf: &[u8], limits: &Limits) -> Result<Option<(Vec<Vec<u8>>, usize)>, DecodeError> {
+pub fn decode(buf: &[u8], limits: &Limits) -> Result<Option<Frame>, DecodeError> {
     let mut pos = 0;
     let Some(count) = read_length_line(buf, &mut pos, b'*')? else {
         return Ok(None);
@@ -196,12 +199,18 @@ mod tests {
     #[test]
     fn a_length_line_without_end_is_refused_once_it_cannot_be_a_number() {
         let bytes = b"*1111111111111111111111111111";
-        assert_eq!(decode(bytes, &limits()), Err(DecodeError::LengthLineTooLong));
+        assert_eq!(
+            decode(bytes, &limits()),
+            Err(DecodeError::LengthLineTooLong)
+        );
     }
 
     #[test]
     fn null_and_negative_lengths_are_refused() {
-        assert_eq!(decode(b"*-1\r\n", &limits()), Err(DecodeError::NegativeLength(-1)));
+        assert_eq!(
+            decode(b"*-1\r\n", &limits()),
+            Err(DecodeError::NegativeLength(-1))
+        );
         assert_eq!(
             decode(b"*1\r\n$-1\r\n", &limits()),
             Err(DecodeError::NegativeLength(-1))

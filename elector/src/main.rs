@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "elector", version, about = "Quorum-based primary failover for Redis-compatible stores")]
+#[command(
+    name = "elector",
+    version,
+    about = "Quorum-based primary failover for Redis-compatible stores"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -63,7 +67,12 @@ fn main() -> ExitCode {
                 for w in &loaded.warnings {
                     eprintln!("warning: {w}");
                 }
-                println!("{}: ok ({} nodes, quorum {})", file.display(), loaded.config.peers.len(), loaded.config.peers.len() / 2 + 1);
+                println!(
+                    "{}: ok ({} nodes, quorum {})",
+                    file.display(),
+                    loaded.config.peers.len(),
+                    loaded.config.peers.len() / 2 + 1
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -71,13 +80,24 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Status { node, json, watch, interval_ms } => {
+        Command::Status {
+            node,
+            json,
+            watch,
+            interval_ms,
+        } => {
             let every = watch.then(|| Duration::from_millis(interval_ms.max(100)));
             report(cli::status_command(&node, json, every))
         }
-        Command::Switchover { node, to, timeout_ms } => {
-            report(cli::switchover_command(&node, &to, Duration::from_millis(timeout_ms)))
-        }
+        Command::Switchover {
+            node,
+            to,
+            timeout_ms,
+        } => report(cli::switchover_command(
+            &node,
+            &to,
+            Duration::from_millis(timeout_ms),
+        )),
     }
 }
 
@@ -94,7 +114,8 @@ fn report<E: std::fmt::Display>(r: Result<(), E>) -> ExitCode {
 fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ELECTOR_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("ELECTOR_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .with_target(false)
         .init();
@@ -110,7 +131,9 @@ fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
         .context("starting the tokio runtime")?;
     runtime.block_on(async move {
         let shutdown = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}

@@ -12,9 +12,15 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum PersistError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is corrupt ({source}); refusing to start with a forgotten vote")]
-    Corrupt { path: PathBuf, source: serde_json::Error },
+    Corrupt {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
 }
 
 /// The state file of one elector.
@@ -25,7 +31,9 @@ pub struct StateFile {
 
 impl StateFile {
     pub fn new(dir: &Path) -> StateFile {
-        StateFile { dir: dir.to_path_buf() }
+        StateFile {
+            dir: dir.to_path_buf(),
+        }
     }
 
     pub fn path(&self) -> PathBuf {
@@ -37,7 +45,8 @@ impl StateFile {
     pub fn load(&self) -> Result<PersistedState, PersistError> {
         let path = self.path();
         match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| PersistError::Corrupt { path, source }),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|source| PersistError::Corrupt { path, source }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PersistedState::default()),
             Err(source) => Err(PersistError::Io { path, source }),
         }
@@ -63,7 +72,9 @@ impl StateFile {
         drop(f);
         let path = self.path();
         fs::rename(&tmp, &path).map_err(io(&path))?;
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io(&self.dir))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir))?;
         Ok(())
     }
 }
@@ -75,16 +86,28 @@ mod tests {
     #[test]
     fn a_fresh_directory_loads_as_epoch_zero() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(StateFile::new(dir.path()).load().unwrap(), PersistedState::default());
+        assert_eq!(
+            StateFile::new(dir.path()).load().unwrap(),
+            PersistedState::default()
+        );
     }
 
     #[test]
     fn a_stored_vote_survives_a_reload() {
         let dir = tempfile::tempdir().unwrap();
         let file = StateFile::new(&dir.path().join("nested"));
-        let state = PersistedState { epoch: 4, voted_epoch: 6, voted_for: Some("n2".into()), data_epoch: 4 };
+        let state = PersistedState {
+            epoch: 4,
+            voted_epoch: 6,
+            voted_for: Some("n2".into()),
+            data_epoch: 4,
+            data_epoch_seen: 5,
+        };
         file.store(&state).unwrap();
-        assert_eq!(StateFile::new(&dir.path().join("nested")).load().unwrap(), state);
+        assert_eq!(
+            StateFile::new(&dir.path().join("nested")).load().unwrap(),
+            state
+        );
         assert!(!dir.path().join("nested/state.json.tmp").exists());
     }
 
@@ -92,7 +115,10 @@ mod tests {
     fn a_corrupt_file_refuses_to_load_instead_of_forgetting_votes() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("state.json"), b"{\"epoch\": 3, \"voted_ep").unwrap();
-        assert!(matches!(StateFile::new(dir.path()).load(), Err(PersistError::Corrupt { .. })));
+        assert!(matches!(
+            StateFile::new(dir.path()).load(),
+            Err(PersistError::Corrupt { .. })
+        ));
     }
 
     #[test]

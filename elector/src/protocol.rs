@@ -121,7 +121,9 @@ pub struct Heartbeat {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
     /// `HELLO <node_id>`: first frame on every connection; names the sender.
-    Hello { node_id: NodeId },
+    Hello {
+        node_id: NodeId,
+    },
     Hb(Heartbeat),
     /// `OFFER <epoch> <candidate> <offset> [<data_epoch>]`.
     Offer {
@@ -131,7 +133,10 @@ pub enum Message {
         data_epoch: u64,
     },
     /// `ACCEPT <epoch> <voter>`.
-    Accept { epoch: u64, voter: NodeId },
+    Accept {
+        epoch: u64,
+        voter: NodeId,
+    },
     /// `REJECT <epoch> <voter> <reason> <voter_max_epoch>` (extension).
     Reject {
         epoch: u64,
@@ -149,7 +154,11 @@ pub enum Message {
     /// `HANDOVER <epoch> <from> <to>` (extension, planned switchover): the
     /// primary of `epoch` has fenced itself, `to` has caught up, and the primary
     /// resigns in `to`'s favour.
-    Handover { epoch: u64, from: NodeId, to: NodeId },
+    Handover {
+        epoch: u64,
+        from: NodeId,
+        to: NodeId,
+    },
 }
 
 impl Message {
@@ -224,7 +233,13 @@ impl Message {
                 candidate,
                 offset,
                 data_epoch,
-            } => vec![s("OFFER"), n(*epoch), s(candidate), n(*offset), n(*data_epoch)],
+            } => vec![
+                s("OFFER"),
+                n(*epoch),
+                s(candidate),
+                n(*offset),
+                n(*data_epoch),
+            ],
             Message::Accept { epoch, voter } => vec![s("ACCEPT"), n(*epoch), s(voter)],
             Message::Reject {
                 epoch,
@@ -243,7 +258,13 @@ impl Message {
                 primary,
                 primary_addr,
                 stamp,
-            } => vec![s("ANNOUNCE"), n(*epoch), s(primary), s(primary_addr), n(*stamp)],
+            } => vec![
+                s("ANNOUNCE"),
+                n(*epoch),
+                s(primary),
+                s(primary_addr),
+                n(*stamp),
+            ],
             Message::Handover { epoch, from, to } => {
                 vec![s("HANDOVER"), n(*epoch), s(from), s(to)]
             }
@@ -379,7 +400,10 @@ impl MessageError {
 
 /// An appended extension field: absent means 0 (a seed-format peer).
 fn optional_number(args: &[Vec<u8>], index: usize) -> Result<u64, MessageError> {
-    args.get(index).map(|v| number(v)).transpose().map(|v| v.unwrap_or(0))
+    args.get(index)
+        .map(|v| number(v))
+        .transpose()
+        .map(|v| v.unwrap_or(0))
 }
 
 fn number(bytes: &[u8]) -> Result<u64, MessageError> {
@@ -430,18 +454,37 @@ mod tests {
     #[test]
     fn every_message_round_trips_through_fields() {
         let messages = vec![
-            Message::Hello { node_id: "n1".into() },
+            Message::Hello {
+                node_id: "n1".into(),
+            },
             Message::Hb(hb()),
-            Message::Offer { epoch: 5, candidate: "n2".into(), offset: 10, data_epoch: 4 },
-            Message::Accept { epoch: 5, voter: "n3".into() },
+            Message::Offer {
+                epoch: 5,
+                candidate: "n2".into(),
+                offset: 10,
+                data_epoch: 4,
+            },
+            Message::Accept {
+                epoch: 5,
+                voter: "n3".into(),
+            },
             Message::Reject {
                 epoch: 5,
                 voter: "n3".into(),
                 reason: RejectReason::PrimaryAlive,
                 max_epoch: 7,
             },
-            Message::Announce { epoch: 5, primary: "n2".into(), primary_addr: "10.0.0.2:6379".into(), stamp: 9 },
-            Message::Handover { epoch: 5, from: "n2".into(), to: "n1".into() },
+            Message::Announce {
+                epoch: 5,
+                primary: "n2".into(),
+                primary_addr: "10.0.0.2:6379".into(),
+                stamp: 9,
+            },
+            Message::Handover {
+                epoch: 5,
+                from: "n2".into(),
+                to: "n1".into(),
+            },
         ];
         for m in messages {
             assert_eq!(Message::from_fields(&m.to_fields()), Ok(m.clone()), "{m:?}");
@@ -455,8 +498,13 @@ mod tests {
             .iter()
             .map(|s| s.as_bytes().to_vec())
             .collect();
-        let Message::Hb(hb) = Message::from_fields(&fields).unwrap() else { panic!() };
-        assert_eq!((hb.epoch, hb.max_epoch, hb.offset, hb.role), (3, 3, 42, Role::Primary));
+        let Message::Hb(hb) = Message::from_fields(&fields).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (hb.epoch, hb.max_epoch, hb.offset, hb.role),
+            (3, 3, 42, Role::Primary)
+        );
         assert!(hb.eligible && hb.primary.is_none());
     }
 
@@ -471,7 +519,11 @@ mod tests {
     fn numbers_with_signs_or_overflow_are_refused() {
         for bad in ["-1", "+1", "18446744073709551616", "", "1 "] {
             let fields = vec![b"ACCEPT".to_vec(), bad.as_bytes().to_vec(), b"n1".to_vec()];
-            assert_eq!(Message::from_fields(&fields), Err(MessageError::BadNumber), "{bad:?}");
+            assert_eq!(
+                Message::from_fields(&fields),
+                Err(MessageError::BadNumber),
+                "{bad:?}"
+            );
         }
     }
 

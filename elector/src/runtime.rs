@@ -14,8 +14,8 @@ use crate::ops::metrics::Metrics;
 use crate::ops::sentinel;
 use crate::persist::{PersistError, StateFile};
 use crate::protocol::Role;
-use crate::transport::{self, Inbound, Transport};
 use crate::status_view::{self, StatusBook};
+use crate::transport::{self, Inbound, Transport};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -51,7 +51,10 @@ impl Clock {
 }
 
 /// Runs the elector until `shutdown` completes.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RuntimeError> {
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RuntimeError> {
     let clock = Clock {
         boot: Instant::now(),
         base: unix_ms_now(),
@@ -60,7 +63,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let recovered = state_file.load()?;
     tracing::info!(node = %config.node_id, ?recovered, "starting");
     let metrics = Arc::new(Metrics::new());
-    let auth = Arc::new(Mutex::new(Authenticator::new(&config.auth, &config.node_id, clock.base)?));
+    let auth = Arc::new(Mutex::new(Authenticator::new(
+        &config.auth,
+        &config.node_id,
+        clock.base,
+    )?));
 
     let bind = |what: &'static str, spec: &str| {
         bind_tcp(spec).map_err(|source| RuntimeError::Listen {
@@ -86,7 +93,11 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let dn = &config.data_node;
     match dn.kind {
         DataNodeKind::Kevy => {
-            let node = KevyNode::new(&dn.address, dn.password.as_deref(), dn.replication_port_offset);
+            let node = KevyNode::new(
+                &dn.address,
+                dn.password.as_deref(),
+                dn.replication_port_offset,
+            );
             tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
         }
         DataNodeKind::Redis => {
@@ -116,7 +127,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     );
 
     let book = StatusBook::new(&config);
-    let (status_tx, status_rx) = watch::channel(book.snapshot(&core, &config, &metrics, clock.now()));
+    let (status_tx, status_rx) =
+        watch::channel(book.snapshot(&core, &config, &metrics, clock.now()));
     let (view_tx, view_rx) = watch::channel(status_view::cluster_view(&core, &config));
     let (switch_tx, mut switch_rx) = mpsc::channel::<SwitchoverRequest>(4);
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -128,9 +140,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         metrics: Arc::clone(&metrics),
         switchover: switch_tx,
     };
-    tokio::spawn(api::serve(api_listener, api_state, stopped(stop_rx.clone())));
+    tokio::spawn(api::serve(
+        api_listener,
+        api_state,
+        stopped(stop_rx.clone()),
+    ));
     if let Some(listener) = sentinel_listener {
-        tokio::spawn(sentinel::serve(listener, config.node_id.clone(), view_rx, stopped(stop_rx.clone())));
+        tokio::spawn(sentinel::serve(
+            listener,
+            config.node_id.clone(),
+            view_rx,
+            stopped(stop_rx.clone()),
+        ));
     }
     let hooks = HookRunner::new(config.hooks.clone(), Arc::clone(&metrics));
 
@@ -237,7 +258,9 @@ impl Shell {
             return Event::Tick;
         }
         if !core.config().is_member(&request.to) {
-            let _ = request.reply.send(Err(SwitchoverError::UnknownTarget { to: request.to }));
+            let _ = request
+                .reply
+                .send(Err(SwitchoverError::UnknownTarget { to: request.to }));
             return Event::Tick;
         }
         self.book.switchover_started(&request.to, now, timeout_ms);
@@ -267,7 +290,12 @@ impl Shell {
     }
 
     fn notify(&mut self, core: &Core, notice: Notice, now: u64) {
-        let hook = |event, previous_role: Role, role: Role, epoch, new_primary: Option<String>, reason: Reason| HookEvent {
+        let hook = |event,
+                    previous_role: Role,
+                    role: Role,
+                    epoch,
+                    new_primary: Option<String>,
+                    reason: Reason| HookEvent {
             event,
             node_id: self.node_id.clone(),
             epoch,
@@ -290,26 +318,46 @@ impl Shell {
                 match (from, to) {
                     (_, Role::Primary) => {
                         self.metrics.election_won();
-                        self.hooks.fire(hook(HookKind::Promote, from, to, epoch, primary, reason));
+                        self.hooks
+                            .fire(hook(HookKind::Promote, from, to, epoch, primary, reason));
                     }
-                    (Role::Primary, _) => self.hooks.fire(hook(HookKind::Demote, from, to, epoch, primary, reason)),
+                    (Role::Primary, _) => {
+                        self.hooks
+                            .fire(hook(HookKind::Demote, from, to, epoch, primary, reason))
+                    }
                     (Role::Candidate, Role::Replica) => self.metrics.election_lost(),
                     _ => {}
                 }
             }
-            Notice::FenceChanged { fenced, epoch, reason } => {
+            Notice::FenceChanged {
+                fenced,
+                epoch,
+                reason,
+            } => {
                 tracing::info!(fenced, epoch, reason = %reason, "fence changed");
                 self.metrics.transition(reason.as_str());
                 self.book.fence(fenced, epoch, reason, now);
                 if fenced {
                     let r = core.role();
-                    self.hooks.fire(hook(HookKind::Fence, r, r, epoch, core.primary().map(str::to_string), reason));
+                    self.hooks.fire(hook(
+                        HookKind::Fence,
+                        r,
+                        r,
+                        epoch,
+                        core.primary().map(str::to_string),
+                        reason,
+                    ));
                 }
             }
-            Notice::Following { primary, epoch, reason } => {
+            Notice::Following {
+                primary,
+                epoch,
+                reason,
+            } => {
                 tracing::info!(%primary, epoch, reason = %reason, "following");
                 let r = core.role();
-                self.hooks.fire(hook(HookKind::Follow, r, r, epoch, Some(primary), reason));
+                self.hooks
+                    .fire(hook(HookKind::Follow, r, r, epoch, Some(primary), reason));
             }
             Notice::ElectionStarted { epoch } => {
                 tracing::info!(epoch, "election started");
@@ -317,7 +365,9 @@ impl Shell {
             }
             Notice::SwitchoverFinished { to, result } => {
                 tracing::info!(%to, ?result, "switchover finished");
-                let Some(p) = self.pending_switchover.take() else { return };
+                let Some(p) = self.pending_switchover.take() else {
+                    return;
+                };
                 let pause = now.saturating_sub(p.started);
                 self.book.switchover_finished(&result, pause);
                 let reply = match result {
@@ -325,7 +375,9 @@ impl Shell {
                         "ok": true, "from": self.node_id, "to": p.to, "epoch": epoch,
                         "write_pause_ms": pause,
                     })),
-                    Err(why) if why.contains("did not catch up") => Err(SwitchoverError::Timeout { timeout_ms: p.timeout_ms }),
+                    Err(why) if why.contains("did not catch up") => Err(SwitchoverError::Timeout {
+                        timeout_ms: p.timeout_ms,
+                    }),
                     Err(why) if why.contains("not alive or not eligible") => {
                         Err(SwitchoverError::TargetNotEligible { to: p.to, why })
                     }
@@ -359,4 +411,3 @@ impl From<Role> for crate::ops::status::Role {
         }
     }
 }
-

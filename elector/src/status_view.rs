@@ -8,7 +8,8 @@ use crate::datanode::DataNodeReport;
 use crate::ops::metrics::Metrics;
 use crate::ops::sentinel::{ClusterView, NodeAddr};
 use crate::ops::status::{
-    DataNodeStatus, LastVote, PeerStatus, StatusSnapshot, SwitchoverPhase, SwitchoverState, TransitionRecord,
+    DataNodeStatus, LastVote, PeerStatus, StatusSnapshot, SwitchoverPhase, SwitchoverState,
+    TransitionRecord,
 };
 use crate::protocol::Role;
 use std::collections::VecDeque;
@@ -90,7 +91,13 @@ impl StatusBook {
         }
     }
 
-    pub fn snapshot(&self, core: &Core, config: &Config, metrics: &Metrics, now: u64) -> StatusSnapshot {
+    pub fn snapshot(
+        &self,
+        core: &Core,
+        config: &Config,
+        metrics: &Metrics,
+        now: u64,
+    ) -> StatusSnapshot {
         let info = self.report.as_ref().and_then(|r| r.info.as_ref());
         let obs = core.observation();
         let mut switchover = self.switchover.clone();
@@ -154,7 +161,10 @@ fn node_addr(id: &str, data: &str) -> NodeAddr {
     let (host, port) = data.rsplit_once(':').unwrap_or((data, "6379"));
     NodeAddr {
         id: id.to_string(),
-        host: host.trim_start_matches('[').trim_end_matches(']').to_string(),
+        host: host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
         port: port.parse().unwrap_or(6379),
     }
 }
@@ -162,13 +172,18 @@ fn node_addr(id: &str, data: &str) -> NodeAddr {
 /// What the Sentinel-compatible listener tells clients.
 pub fn cluster_view(core: &Core, config: &Config) -> ClusterView {
     let primary_id = core.primary();
-    let primary = primary_id.and_then(|id| config.peer(id)).map(|p| node_addr(&p.id, &p.data));
+    let primary = primary_id
+        .and_then(|id| config.peer(id))
+        .map(|p| node_addr(&p.id, &p.data));
     let replicas = config
         .peers
         .iter()
         .filter(|p| Some(p.id.as_str()) != primary_id)
         .map(|p| {
-            let up = p.id == config.node_id || core.peer_views().any(|(id, v)| id == p.id && core.peer_alive(v));
+            let up = p.id == config.node_id
+                || core
+                    .peer_views()
+                    .any(|(id, v)| id == p.id && core.peer_alive(v));
             (node_addr(&p.id, &p.data), up)
         })
         .collect();

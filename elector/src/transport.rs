@@ -90,10 +90,23 @@ pub fn start(
     for (id, addr) in peers {
         let outbox = Arc::new(Outbox::default());
         outboxes.push((id.clone(), Arc::clone(&outbox)));
-        tokio::spawn(dial_loop(me.clone(), id, addr, outbox, Arc::clone(&auth), Arc::clone(&metrics)));
+        tokio::spawn(dial_loop(
+            me.clone(),
+            id,
+            addr,
+            outbox,
+            Arc::clone(&auth),
+            Arc::clone(&metrics),
+        ));
     }
     let known: Vec<NodeId> = outboxes.iter().map(|(id, _)| id.clone()).collect();
-    tokio::spawn(accept_loop(listener, known, auth, Arc::clone(&metrics), inbound));
+    tokio::spawn(accept_loop(
+        listener,
+        known,
+        auth,
+        Arc::clone(&metrics),
+        inbound,
+    ));
     Transport {
         outboxes: Arc::new(outboxes),
         metrics,
@@ -121,7 +134,13 @@ async fn dial_loop(
                 let _ = stream.set_nodelay(true);
                 backoff = Duration::from_millis(50);
                 tracing::debug!(%peer, %addr, "connected");
-                let hello = encode(&Message::Hello { node_id: me.clone() }, &peer, &auth);
+                let hello = encode(
+                    &Message::Hello {
+                        node_id: me.clone(),
+                    },
+                    &peer,
+                    &auth,
+                );
                 if stream.write_all(&hello).await.is_ok() {
                     if let Err(e) = drain(&mut stream, &peer, &outbox, &auth, &metrics).await {
                         tracing::debug!(%peer, error = %e, "connection lost");
@@ -174,10 +193,16 @@ async fn accept_loop(
         match listener.accept().await {
             Ok((stream, remote)) => {
                 let _ = stream.set_nodelay(true);
-                let (known, auth, metrics, inbound) =
-                    (Arc::clone(&known), Arc::clone(&auth), Arc::clone(&metrics), inbound.clone());
+                let (known, auth, metrics, inbound) = (
+                    Arc::clone(&known),
+                    Arc::clone(&auth),
+                    Arc::clone(&metrics),
+                    inbound.clone(),
+                );
                 tokio::spawn(async move {
-                    if let Err(why) = read_connection(stream, &known, &auth, &metrics, &inbound).await {
+                    if let Err(why) =
+                        read_connection(stream, &known, &auth, &metrics, &inbound).await
+                    {
                         metrics.message_rejected(why.label);
                         tracing::warn!(%remote, reason = why.label, detail = %why.detail, "dropped inbound connection");
                     }
@@ -233,7 +258,10 @@ async fn read_connection(
             let claimed = msg.claimed_sender().unwrap_or_default().to_string();
             if let Some(authentic) = &opened.sender {
                 if *authentic != claimed {
-                    return Err(reject("sender_mismatch", format!("{authentic} sent a message as {claimed}")));
+                    return Err(reject(
+                        "sender_mismatch",
+                        format!("{authentic} sent a message as {claimed}"),
+                    ));
                 }
             }
             match (&sender, &msg) {
@@ -245,11 +273,17 @@ async fn read_connection(
                 }
                 (None, _) => return Err(reject("no_hello", "first frame is not HELLO")),
                 (Some(from), _) if *from != claimed => {
-                    return Err(reject("sender_mismatch", format!("{from} sent a message as {claimed}")));
+                    return Err(reject(
+                        "sender_mismatch",
+                        format!("{from} sent a message as {claimed}"),
+                    ));
                 }
                 (Some(from), _) => {
                     metrics.message_in(msg.kind());
-                    let item = Inbound { from: from.clone(), msg };
+                    let item = Inbound {
+                        from: from.clone(),
+                        msg,
+                    };
                     if inbound.send(item).await.is_err() {
                         return Ok(()); // shutting down
                     }
@@ -257,7 +291,10 @@ async fn read_connection(
             }
         }
         if buf.len() > MAX_BUFFERED {
-            return Err(reject("frame_too_large", format!("{} bytes buffered", buf.len())));
+            return Err(reject(
+                "frame_too_large",
+                format!("{} bytes buffered", buf.len()),
+            ));
         }
         match stream.read(&mut chunk).await {
             Ok(0) => return Ok(()),

@@ -15,36 +15,79 @@ fn primary_kill_fails_over_and_the_old_primary_rejoins_read_only(backend: Backen
     let mut cluster = Cluster::start(backend, 3);
     let old = cluster.wait_primary(Duration::from_secs(15));
     for i in (0..3).filter(|&i| i != old) {
-        wait_until(Duration::from_secs(10), || cluster.status(i).is_some_and(|s| s["data_node"]["link_up"] == true), "replica links");
+        wait_until(
+            Duration::from_secs(10),
+            || {
+                cluster
+                    .status(i)
+                    .is_some_and(|s| s["data_node"]["link_up"] == true)
+            },
+            "replica links",
+        );
     }
     let mut conn = cluster.client(old);
     // Only writes acknowledged by a replica (WAIT 1) are promised to survive.
-    let acked: Vec<String> = (0..50).map(|k| format!("before:{k}")).filter(|key| acked_write(&mut conn, key)).collect();
-    assert!(acked.len() >= 25, "only {} of 50 writes were acknowledged before the kill", acked.len());
+    let acked: Vec<String> = (0..50)
+        .map(|k| format!("before:{k}"))
+        .filter(|key| acked_write(&mut conn, key))
+        .collect();
+    assert!(
+        acked.len() >= 25,
+        "only {} of 50 writes were acknowledged before the kill",
+        acked.len()
+    );
     cluster.kill_node(old);
 
     let new = cluster.wait_primary(Duration::from_secs(15));
     assert_ne!(new, old);
     let mut conn = cluster.client(new);
-    wait_until(Duration::from_secs(10), || acked_write(&mut conn, "after"), "an acknowledged write on the new primary");
+    wait_until(
+        Duration::from_secs(10),
+        || acked_write(&mut conn, "after"),
+        "an acknowledged write on the new primary",
+    );
     for key in &acked {
         let v: Option<String> = redis::cmd("GET").arg(key).query(&mut conn).unwrap();
         assert!(v.is_some(), "acknowledged write {key} lost in the failover");
     }
     let other = (0..3).find(|&i| i != old && i != new).unwrap();
     let new_id = cluster.nodes[new].id.clone();
-    wait_until(Duration::from_secs(5), || cluster.status(other).is_some_and(|s| s["primary"] == new_id.as_str()), "the other replica to follow the new primary");
+    wait_until(
+        Duration::from_secs(5),
+        || {
+            cluster
+                .status(other)
+                .is_some_and(|s| s["primary"] == new_id.as_str())
+        },
+        "the other replica to follow the new primary",
+    );
 
     cluster.start_node(old);
     wait_until(
         Duration::from_secs(10),
-        || cluster.status(old).is_some_and(|s| s["role"] == "replica" && s["primary"] == new_id.as_str() && s["data_node"]["link_up"] == true),
+        || {
+            cluster.status(old).is_some_and(|s| {
+                s["role"] == "replica"
+                    && s["primary"] == new_id.as_str()
+                    && s["data_node"]["link_up"] == true
+            })
+        },
         "the old primary to rejoin as a replica",
     );
     let mut old_conn = cluster.client(old);
-    let refused: redis::RedisResult<String> = redis::cmd("SET").arg("on-old").arg("x").query(&mut old_conn);
-    assert!(refused.is_err(), "the rejoined old primary accepted a write");
-    assert_eq!(cluster.writable_primary(), Some(new), "exactly one writable primary after the rejoin");
+    let refused: redis::RedisResult<String> = redis::cmd("SET")
+        .arg("on-old")
+        .arg("x")
+        .query(&mut old_conn);
+    assert!(
+        refused.is_err(),
+        "the rejoined old primary accepted a write"
+    );
+    assert_eq!(
+        cluster.writable_primary(),
+        Some(new),
+        "exactly one writable primary after the rejoin"
+    );
 }
 
 #[test]
@@ -68,7 +111,10 @@ fn two_nodes_never_fail_over(backend: Backend) {
     assert_ne!(status["role"], "primary", "N=2 failed over: {status}");
     let mut conn = cluster.client(survivor);
     let refused: redis::RedisResult<String> = redis::cmd("SET").arg("k").arg("v").query(&mut conn);
-    assert!(refused.is_err(), "the survivor of a 2-node cluster accepted a write");
+    assert!(
+        refused.is_err(),
+        "the survivor of a 2-node cluster accepted a write"
+    );
 }
 
 #[test]

@@ -30,7 +30,9 @@ impl Timings {
     /// candidates until at least `s + voter_fresh`; the lease ends one
     /// heartbeat before that, so two primaries never accept writes at once.
     pub fn lease_ms(&self) -> u64 {
-        self.voter_fresh_ms().saturating_sub(self.hb_interval_ms).max(1)
+        self.voter_fresh_ms()
+            .saturating_sub(self.hb_interval_ms)
+            .max(1)
     }
 
     /// How recently a voter must have heard the primary to refuse an OFFER

@@ -8,7 +8,7 @@ impl Core {
     /// Whether this node may stand right now (protocol §6.5): priority above
     /// zero, a reachable data node, and not too far behind.
     pub(super) fn eligible(&self) -> bool {
-        if self.cfg.priority == 0 || !self.obs.reachable || self.data_down_since.is_some() {
+        if self.cfg.priority == 0 || !self.data_settled() || self.data_down_since.is_some() {
             return false;
         }
         self.lag().is_none_or(|lag| lag <= self.cfg.max_lag)
@@ -23,11 +23,12 @@ impl Core {
         let now = self.now;
         let down = self.cfg.timings.down_after_ms;
         let reference = match (self.primary(), self.primary_heard_at) {
-            (Some(p), Some(heard)) if p != self.cfg.node_id && now.saturating_sub(heard) < down => self
-                .peers
-                .get(p)
-                .and_then(|v| v.last_hb.as_ref())
-                .map(|hb| (hb.data_epoch, hb.offset)),
+            (Some(p), Some(heard)) if p != self.cfg.node_id && now.saturating_sub(heard) < down => {
+                self.peers
+                    .get(p)
+                    .and_then(|v| v.last_hb.as_ref())
+                    .map(|hb| (hb.data_epoch, hb.offset))
+            }
             _ => self
                 .peers
                 .iter()
@@ -49,11 +50,20 @@ impl Core {
             return Some(Reason::PrimaryResigned);
         }
         match (self.primary.as_deref(), self.primary_heard_at) {
-            (None, _) => (self.now >= self.started_at + t.startup_grace_ms()).then_some(Reason::Startup),
+            (None, _) => {
+                (self.now >= self.started_at + t.startup_grace_ms()).then_some(Reason::Startup)
+            }
             (Some(p), _) if p == self.cfg.node_id => None,
             (Some(_), Some(heard)) if self.now.saturating_sub(heard) < t.down_after_ms => None,
             (Some(_), _) => Some(Reason::PeerTimeout),
         }
+    }
+
+    /// Brings the data target up to date, then says whether the data node is
+    /// settled in it (so our position cannot move after we vote).
+    fn data_settled_after_sync(&mut self) -> bool {
+        self.sync_data_target();
+        self.data_settled()
     }
 
     /// Whether a voter should still defend its primary (protocol §6.3).
@@ -75,10 +85,15 @@ impl Core {
     /// Candidate selection (protocol §4.2): among live, eligible peers nobody
     /// has a higher offset, or the same offset and a lower node id.
     fn is_best_candidate(&self) -> bool {
-        let mine = (self.position(), std::cmp::Reverse(self.cfg.node_id.as_str()));
+        let mine = (
+            self.position(),
+            std::cmp::Reverse(self.cfg.node_id.as_str()),
+        );
         let down = self.cfg.timings.down_after_ms;
         self.peers.iter_named().all(|(id, view)| {
-            let Some(hb) = view.last_hb.as_ref() else { return true };
+            let Some(hb) = view.last_hb.as_ref() else {
+                return true;
+            };
             if !view.alive(self.now, down) || !hb.eligible {
                 return true;
             }
@@ -91,22 +106,36 @@ impl Core {
         if self.candidacy.is_some() || self.now < self.backoff_until || !self.eligible() {
             return;
         }
-        let Some(reason) = self.primary_gone() else { return };
-        let handover_to_me = self.primary_resigned.as_ref().and_then(|t| t.as_deref()) == Some(self.cfg.node_id.as_str());
+        let Some(reason) = self.primary_gone() else {
+            return;
+        };
+        let handover_to_me = self.primary_resigned.as_ref().and_then(|t| t.as_deref())
+            == Some(self.cfg.node_id.as_str());
         // Pre-check (protocol §6.6): a node that cannot hear a majority would
         // only push epochs up for nothing.
-        let reachable = 1 + self.peers.count_heard_within(self.now, self.cfg.timings.down_after_ms);
+        let reachable = 1 + self
+            .peers
+            .count_heard_within(self.now, self.cfg.timings.down_after_ms);
         if reachable < self.cfg.quorum() && !self.cfg.faults.promote_without_quorum {
             return;
         }
         if !handover_to_me && !self.is_best_candidate() {
             return;
         }
-        self.start_candidacy(if handover_to_me { Reason::Switchover } else { reason });
+        self.start_candidacy(if handover_to_me {
+            Reason::Switchover
+        } else {
+            reason
+        });
     }
 
     fn start_candidacy(&mut self, reason: Reason) {
-        let epoch = self.state.epoch.max(self.state.voted_epoch).max(self.max_seen_epoch) + 1;
+        let epoch = self
+            .state
+            .epoch
+            .max(self.state.voted_epoch)
+            .max(self.max_seen_epoch)
+            + 1;
         self.state.voted_epoch = epoch;
         self.state.voted_for = Some(self.cfg.node_id.clone());
         self.voted_at = self.now;
@@ -133,13 +162,21 @@ impl Core {
         self.check_won();
     }
 
-    pub(super) fn on_offer(&mut self, from: NodeId, epoch: u64, candidate: NodeId, position: (u64, u64)) {
+    pub(super) fn on_offer(
+        &mut self,
+        from: NodeId,
+        epoch: u64,
+        candidate: NodeId,
+        position: (u64, u64),
+    ) {
         self.max_seen_epoch = self.max_seen_epoch.max(epoch);
         if candidate != from {
             return;
         }
         let known = self.state.epoch.max(self.state.voted_epoch);
-        let twice = self.cfg.faults.accept_twice_per_epoch && epoch == self.state.voted_epoch && epoch > self.state.epoch;
+        let twice = self.cfg.faults.accept_twice_per_epoch
+            && epoch == self.state.voted_epoch
+            && epoch > self.state.epoch;
         let verdict = if epoch <= known && !twice {
             Err(if epoch == self.state.voted_epoch {
                 RejectReason::AlreadyVoted
@@ -148,9 +185,14 @@ impl Core {
             })
         } else if self.primary_fresh_for_voting() {
             Err(RejectReason::PrimaryAlive)
-        } else if self.obs.offset.is_none() {
+        } else if self.obs.offset.is_none() || !self.data_settled_after_sync() {
             Err(RejectReason::OwnOffsetUnknown)
-        } else if position < self.position() {
+        } else if position
+            < (
+                self.state.data_epoch.max(self.state.data_epoch_seen),
+                self.my_offset(),
+            )
+        {
             Err(RejectReason::CandidateBehind)
         } else {
             Ok(())
@@ -160,6 +202,11 @@ impl Core {
                 self.state.voted_epoch = epoch;
                 self.state.voted_for = Some(candidate.clone());
                 self.voted_at = self.now;
+                // Give the candidate we voted for its election before
+                // standing ourselves (it cannot win with us against it).
+                self.backoff_until = self
+                    .backoff_until
+                    .max(self.now + self.cfg.timings.election_timeout_ms);
                 self.persist();
                 if self.role == Role::Candidate {
                     self.candidacy = None;
@@ -190,7 +237,9 @@ impl Core {
     }
 
     pub(super) fn on_accept(&mut self, epoch: u64, voter: NodeId) {
-        let Some(c) = self.candidacy.as_mut() else { return };
+        let Some(c) = self.candidacy.as_mut() else {
+            return;
+        };
         if c.epoch != epoch || !self.cfg.is_member(&voter) {
             return;
         }
@@ -198,11 +247,19 @@ impl Core {
         self.check_won();
     }
 
-    pub(super) fn on_reject(&mut self, epoch: u64, voter: NodeId, reason: RejectReason, max_epoch: u64) {
+    pub(super) fn on_reject(
+        &mut self,
+        epoch: u64,
+        voter: NodeId,
+        reason: RejectReason,
+        max_epoch: u64,
+    ) {
         self.max_seen_epoch = self.max_seen_epoch.max(max_epoch);
         let members = self.cfg.members.len();
         let quorum = self.cfg.quorum();
-        let Some(c) = self.candidacy.as_mut() else { return };
+        let Some(c) = self.candidacy.as_mut() else {
+            return;
+        };
         if c.epoch != epoch {
             return;
         }
@@ -216,7 +273,11 @@ impl Core {
     }
 
     pub(super) fn check_candidacy_timeout(&mut self) {
-        if self.candidacy.as_ref().is_some_and(|c| self.now >= c.deadline) {
+        if self
+            .candidacy
+            .as_ref()
+            .is_some_and(|c| self.now >= c.deadline)
+        {
             self.abandon_candidacy(Reason::ElectionTimeout);
         }
     }
@@ -224,13 +285,17 @@ impl Core {
     fn abandon_candidacy(&mut self, reason: Reason) {
         self.candidacy = None;
         let t = self.cfg.timings;
-        let jitter = self.rng.gen_range(t.backoff_min_ms..=t.backoff_max_ms.max(t.backoff_min_ms));
+        let jitter = self
+            .rng
+            .gen_range(t.backoff_min_ms..=t.backoff_max_ms.max(t.backoff_min_ms));
         self.backoff_until = self.now + jitter;
         self.set_role(Role::Replica, reason);
     }
 
     fn check_won(&mut self) {
-        let Some(c) = self.candidacy.as_ref() else { return };
+        let Some(c) = self.candidacy.as_ref() else {
+            return;
+        };
         if c.votes.len() < self.cfg.quorum() && !self.cfg.faults.promote_without_quorum {
             return;
         }
@@ -243,11 +308,16 @@ impl Core {
         self.primary_heard_at = Some(self.now);
         // Writable only once a quorum echoes our stamps (protocol §6.2): the
         // voters' ACCEPTs do not stop them voting again in a later epoch.
-        self.fenced_by_lease = !self.cfg.faults.no_lease_fencing && !self.cfg.faults.promote_without_quorum;
+        self.fenced_by_lease =
+            !self.cfg.faults.no_lease_fencing && !self.cfg.faults.promote_without_quorum;
         self.lease_held_once = false;
         self.set_role(Role::Primary, Reason::WonElection);
         self.sync_data_target();
-        let addr = self.cfg.data_addr_of(&self.cfg.node_id).unwrap_or_default().to_string();
+        let addr = self
+            .cfg
+            .data_addr_of(&self.cfg.node_id)
+            .unwrap_or_default()
+            .to_string();
         self.broadcast(Message::Announce {
             epoch,
             primary: self.cfg.node_id.clone(),

@@ -177,7 +177,9 @@ impl Core {
             Event::DataNode(obs) => self.on_observation(obs),
             Event::Persisted { seq } => self.on_persisted(seq),
             Event::PersistFailed { seq, error } => self.on_persist_failed(seq, error),
-            Event::SwitchoverRequested { to, timeout_ms } => self.on_switchover_request(to, timeout_ms),
+            Event::SwitchoverRequested { to, timeout_ms } => {
+                self.on_switchover_request(to, timeout_ms)
+            }
         }
         self.evaluate();
         std::mem::take(&mut self.out)
@@ -199,12 +201,20 @@ impl Core {
         consider(self.switchover.as_ref().map(|s| s.deadline));
         consider(Some(self.backoff_until));
         consider(self.persist_retry_at);
-        consider(Some(self.voted_at + t.election_timeout_ms + t.hb_interval_ms));
+        consider(Some(
+            self.voted_at + t.election_timeout_ms + t.hb_interval_ms,
+        ));
         consider(Some(self.started_at + t.startup_grace_ms()));
         consider(self.primary_heard_at.map(|h| h + t.down_after_ms));
+        consider(self.primary_heard_at.map(|h| h + t.voter_fresh_ms()));
         consider(self.data_down_since.map(|d| d + t.down_after_ms));
         for view in self.peers.iter() {
-            consider(view.last_hb.as_ref().filter(|hb| hb.echo > 0).map(|hb| hb.echo + t.lease_ms()));
+            consider(
+                view.last_hb
+                    .as_ref()
+                    .filter(|hb| hb.echo > 0)
+                    .map(|hb| hb.echo + t.lease_ms()),
+            );
             consider(view.last_heard.map(|h| h + t.down_after_ms));
         }
         at.max(self.now + 1)
@@ -278,9 +288,16 @@ impl Core {
                 max_epoch,
             } => self.on_reject(epoch, voter, reason, max_epoch),
             Message::Announce {
-                epoch, primary, stamp, ..
+                epoch,
+                primary,
+                stamp,
+                ..
             } => self.on_announce(from, epoch, primary, stamp),
-            Message::Handover { epoch, from: old, to } => self.on_handover(epoch, old, to),
+            Message::Handover {
+                epoch,
+                from: old,
+                to,
+            } => self.on_handover(epoch, old, to),
         }
     }
 
@@ -309,7 +326,10 @@ impl Core {
                 // Our primary says it no longer is one: it resigned.
                 self.primary_resigned = Some(None);
             }
-        } else if self.primary.is_none() && hb.role == Role::Primary && hb.primary.as_deref() == Some(&from) {
+        } else if self.primary.is_none()
+            && hb.role == Role::Primary
+            && hb.primary.as_deref() == Some(&from)
+        {
             // We restarted into epoch `hb.epoch` without knowing its primary.
             self.learn_primary(hb.epoch, from, Reason::NewerEpoch);
         } else if hb.primary.as_deref() == Some(me.as_str())
@@ -359,9 +379,20 @@ impl Core {
             }));
         }
         if let Some((seq, epoch)) = self.stream_claim {
-            if obs.reachable && obs.link_up && obs.applied_seq >= seq && epoch > self.state.data_epoch {
-                self.state.data_epoch = epoch;
-                self.persist();
+            if obs.reachable && obs.applied_seq >= seq {
+                let mut changed = false;
+                let moved = obs.offset.is_some() && obs.offset != obs.offset_at_apply;
+                if (moved || obs.link_up) && epoch > self.state.data_epoch_seen {
+                    self.state.data_epoch_seen = epoch;
+                    changed = true;
+                }
+                if obs.link_up && epoch > self.state.data_epoch {
+                    self.state.data_epoch = epoch;
+                    changed = true;
+                }
+                if changed {
+                    self.persist();
+                }
             }
         }
         // An unreachable observation carries no offset; keep the last known one.
@@ -372,7 +403,11 @@ impl Core {
     fn on_persisted(&mut self, seq: u64) {
         self.durable_seq = self.durable_seq.max(seq);
         let durable = self.durable_seq;
-        let split = self.held.iter().position(|(need, _)| *need > durable).unwrap_or(self.held.len());
+        let split = self
+            .held
+            .iter()
+            .position(|(need, _)| *need > durable)
+            .unwrap_or(self.held.len());
         let ready: Vec<(u64, Action)> = self.held.drain(..split).collect();
         self.out.extend(ready.into_iter().map(|(_, a)| a));
     }
@@ -479,17 +514,31 @@ impl Core {
     fn sync_data_target(&mut self) {
         let me = self.cfg.node_id.as_str();
         let target = match self.role {
-            Role::Primary if self.fenced_by_lease || self.switchover.is_some() => DataNodeTarget::FencedPrimary,
+            Role::Primary if self.fenced_by_lease || self.switchover.is_some() => {
+                DataNodeTarget::FencedPrimary
+            }
             Role::Primary => DataNodeTarget::Primary,
+            // A vote (ours or for another) in a pending election declared
+            // the old primary dead: stop taking its stream until the
+            // election settles, so a primary resuming from a stall cannot
+            // get writes acknowledged by us, and the position we voted with
+            // stays true (§5.2).
+            _ if self.vote_pending() => DataNodeTarget::Isolated,
             _ => match (&self.primary, &self.primary_resigned) {
-                (Some(p), None) if p != me => DataNodeTarget::Follow {
+                // Replicate only while we vouch for the primary (the window
+                // in which we echo its lease, §6.2): a primary we no longer
+                // hear may be a stalled zombie, and writes it gets
+                // acknowledged through us after that could be lost.
+                (Some(p), None) if p != me && self.primary_fresh() => DataNodeTarget::Follow {
                     primary: p.clone(),
                     primary_addr: self.cfg.data_addr_of(p).unwrap_or_default().to_string(),
                 },
                 // A primary that resigned for a handover stays a fenced
                 // primary so its replicas keep streaming until the successor
                 // announces itself.
-                (Some(p), Some(_)) if p == me && self.switchover.is_some() => DataNodeTarget::FencedPrimary,
+                (Some(p), Some(_)) if p == me && self.switchover.is_some() => {
+                    DataNodeTarget::FencedPrimary
+                }
                 _ => DataNodeTarget::Isolated,
             },
         };
@@ -497,7 +546,9 @@ impl Core {
             self.target = target.clone();
             self.target_seq += 1;
             self.stream_claim = match target {
-                DataNodeTarget::Primary | DataNodeTarget::Follow { .. } => Some((self.target_seq, self.state.epoch)),
+                DataNodeTarget::Primary | DataNodeTarget::Follow { .. } => {
+                    Some((self.target_seq, self.state.epoch))
+                }
                 _ => None,
             };
             self.emit(Action::ApplyDataNode {
@@ -529,12 +580,13 @@ impl Core {
     /// candidacy lasts `election_timeout` at most, counted from before our
     /// vote), so that vote must not also extend the old primary's lease.
     fn echo(&self) -> u64 {
-        let t = &self.cfg.timings;
-        let vote_settled = self.state.voted_epoch <= self.state.epoch
-            || self.now >= self.voted_at + t.election_timeout_ms + t.hb_interval_ms;
+        let vote_settled = !self.vote_pending();
         let following = self.role == Role::Replica
             && self.primary_resigned.is_none()
-            && self.primary.as_deref().is_some_and(|p| p != self.cfg.node_id)
+            && self
+                .primary
+                .as_deref()
+                .is_some_and(|p| p != self.cfg.node_id)
             && vote_settled;
         if following {
             self.primary_stamp
@@ -543,14 +595,40 @@ impl Core {
         }
     }
 
+    /// We heard our (other) primary recently enough to vouch for it.
+    fn primary_fresh(&self) -> bool {
+        self.primary_heard_at
+            .is_some_and(|h| self.now.saturating_sub(h) < self.cfg.timings.voter_fresh_ms())
+    }
+
+    /// The data node has carried out the current target and been observed
+    /// since: its reported position is final for voting and standing.
+    fn data_settled(&self) -> bool {
+        self.obs.reachable && self.obs.applied_seq >= self.target_seq
+    }
+
+    /// We voted in an epoch above the committed one and that election may
+    /// still produce a primary (a candidacy lasts at most `election_timeout`,
+    /// counted from before our vote).
+    fn vote_pending(&self) -> bool {
+        let t = &self.cfg.timings;
+        self.state.voted_epoch > self.state.epoch
+            && self.now < self.voted_at + t.election_timeout_ms + t.hb_interval_ms
+    }
+
     fn primary_resigned_by_me(&self) -> Option<()> {
-        (self.primary.as_deref() == Some(self.cfg.node_id.as_str()) && self.primary_resigned.is_some()).then_some(())
+        (self.primary.as_deref() == Some(self.cfg.node_id.as_str())
+            && self.primary_resigned.is_some())
+        .then_some(())
     }
 
     fn broadcast(&mut self, msg: Message) {
         let peers: Vec<NodeId> = self.cfg.peer_ids().map(str::to_string).collect();
         for to in peers {
-            self.emit(Action::Send { to, msg: msg.clone() });
+            self.emit(Action::Send {
+                to,
+                msg: msg.clone(),
+            });
         }
     }
 
@@ -584,3 +662,6 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -21,7 +21,8 @@ impl PeerView {
     }
 
     pub fn heard_within(&self, now: Millis, window_ms: u64) -> bool {
-        self.last_heard.is_some_and(|t| now.saturating_sub(t) < window_ms)
+        self.last_heard
+            .is_some_and(|t| now.saturating_sub(t) < window_ms)
     }
 }
 
@@ -64,6 +65,9 @@ impl Peers {
 
     /// Peers heard within `window_ms`.
     pub fn count_heard_within(&self, now: Millis, window_ms: u64) -> usize {
-        self.views.values().filter(|v| v.heard_within(now, window_ms)).count()
+        self.views
+            .values()
+            .filter(|v| v.heard_within(now, window_ms))
+            .count()
     }
 }

@@ -32,7 +32,11 @@ impl Core {
             self.emit_fence(true, Reason::QuorumLost);
         } else if ok && self.fenced_by_lease {
             self.fenced_by_lease = false;
-            let reason = if self.lease_held_once { Reason::QuorumRegained } else { Reason::WonElection };
+            let reason = if self.lease_held_once {
+                Reason::QuorumRegained
+            } else {
+                Reason::WonElection
+            };
             self.lease_held_once = true;
             tracing::info!(epoch, reason = %reason, "lease held: writes allowed");
             if self.switchover.is_none() {
@@ -54,7 +58,9 @@ impl Core {
     /// A primary whose data node has been unreachable for `down_after` gives
     /// up the role so a healthy replica can take over (reason data_node_down).
     pub(super) fn check_data_node_on_primary(&mut self) {
-        let Some(since) = self.data_down_since else { return };
+        let Some(since) = self.data_down_since else {
+            return;
+        };
         if self.now.saturating_sub(since) < self.cfg.timings.down_after_ms {
             return;
         }
@@ -104,7 +110,11 @@ impl Core {
             Some("the primary has lost its quorum")
         } else {
             match self.peers.get(&to) {
-                Some(v) if self.peer_alive(v) && v.last_hb.as_ref().is_some_and(|hb| hb.eligible) => None,
+                Some(v)
+                    if self.peer_alive(v) && v.last_hb.as_ref().is_some_and(|hb| hb.eligible) =>
+                {
+                    None
+                }
                 _ => Some("the target is not alive or not eligible"),
             }
         };
@@ -125,8 +135,12 @@ impl Core {
     /// Draining: once the fence is in effect and the target's heartbeat shows
     /// an offset at least ours, resign in its favour (protocol §8).
     pub(super) fn progress_switchover(&mut self) {
-        let Some(sw) = self.switchover.as_ref() else { return };
-        let Some(fence_seq) = sw.draining_fence_seq else { return };
+        let Some(sw) = self.switchover.as_ref() else {
+            return;
+        };
+        let Some(fence_seq) = sw.draining_fence_seq else {
+            return;
+        };
         if self.obs.applied_seq < fence_seq || !self.obs.reachable {
             return;
         }
@@ -151,7 +165,9 @@ impl Core {
     /// draining the primary simply lifts its fence; after resigning, the
     /// normal election (any node, this one included) takes over.
     pub(super) fn check_switchover_deadline(&mut self) {
-        let Some(sw) = self.switchover.as_ref() else { return };
+        let Some(sw) = self.switchover.as_ref() else {
+            return;
+        };
         if self.now < sw.deadline {
             return;
         }
@@ -175,12 +191,17 @@ impl Core {
 
     /// Called when a new primary is learned: ends a switchover we started.
     pub(super) fn finish_switchover_on_new_primary(&mut self, primary: &str, epoch: u64) {
-        let Some(sw) = self.switchover.take() else { return };
+        let Some(sw) = self.switchover.take() else {
+            return;
+        };
         let result = if sw.to == primary {
             Ok(epoch)
         } else {
             Err(format!("{primary} was elected instead of {}", sw.to))
         };
-        self.emit(super::Action::Notify(Notice::SwitchoverFinished { to: sw.to, result }));
+        self.emit(super::Action::Notify(Notice::SwitchoverFinished {
+            to: sw.to,
+            result,
+        }));
     }
 }

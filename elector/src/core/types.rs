@@ -26,6 +26,13 @@ pub struct PersistedState {
     /// nor has to rediscover it.
     #[serde(default)]
     pub data_epoch: u64,
+    /// Highest stream epoch the data node *may* hold data from: set as soon
+    /// as it is pointed at that stream, before the link is seen up. Voters
+    /// judge candidates against this (an under-reported position could vote
+    /// for a candidate missing acknowledged writes); candidates advertise
+    /// only the confirmed `data_epoch`.
+    #[serde(default)]
+    pub data_epoch_seen: u64,
 }
 
 /// What the data node should be. The shell's adapter drives the real server
@@ -39,7 +46,10 @@ pub enum DataNodeTarget {
     /// switchover is draining). Keeps its data and replication stream.
     FencedPrimary,
     /// Replicate from `primary` (whose data address is `primary_addr`).
-    Follow { primary: NodeId, primary_addr: String },
+    Follow {
+        primary: NodeId,
+        primary_addr: String,
+    },
     /// Read-only with no upstream: the start-up clamp and the state between
     /// losing a primary and learning the next.
     Isolated,
@@ -63,6 +73,9 @@ pub struct Observation {
     /// Sequence number of the last [`Action::ApplyDataNode`] the adapter has
     /// carried out successfully (0 before any).
     pub applied_seq: u64,
+    /// The offset read right after that apply: if the offset moves away from
+    /// it, data from the new upstream may have arrived (§4.3).
+    pub offset_at_apply: Option<u64>,
 }
 
 /// Machine-readable cause of a role change or fence change (issue 3 §1).
@@ -124,25 +137,49 @@ pub enum Notice {
     },
     /// The data node stopped (true) or resumed (false) accepting writes while
     /// this node stayed primary.
-    FenceChanged { fenced: bool, epoch: u64, reason: Reason },
+    FenceChanged {
+        fenced: bool,
+        epoch: u64,
+        reason: Reason,
+    },
     /// A replica starts following a (new) primary.
-    Following { primary: NodeId, epoch: u64, reason: Reason },
-    ElectionStarted { epoch: u64 },
+    Following {
+        primary: NodeId,
+        epoch: u64,
+        reason: Reason,
+    },
+    ElectionStarted {
+        epoch: u64,
+    },
     /// A switchover ended: `Ok` with the new primary's id or `Err` with why.
-    SwitchoverFinished { to: NodeId, result: Result<u64, String> },
+    SwitchoverFinished {
+        to: NodeId,
+        result: Result<u64, String>,
+    },
     /// A fault worth a hook (`on_fault`): persist failure, data node trouble.
-    Fault { what: String },
+    Fault {
+        what: String,
+    },
 }
 
 /// What the core asks the shell to do, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
-    Send { to: NodeId, msg: Message },
+    Send {
+        to: NodeId,
+        msg: Message,
+    },
     /// Write `state` durably. Every action emitted after this one is held
     /// back by the core until [`crate::core::Event::Persisted`] for `seq`.
-    Persist { seq: u64, state: PersistedState },
+    Persist {
+        seq: u64,
+        state: PersistedState,
+    },
     /// Drive the data node towards `target`; report success via the
     /// observation's `applied_seq`.
-    ApplyDataNode { seq: u64, target: DataNodeTarget },
+    ApplyDataNode {
+        seq: u64,
+        target: DataNodeTarget,
+    },
     Notify(Notice),
 }

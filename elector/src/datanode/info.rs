@@ -28,7 +28,9 @@ impl ReplicationInfo {
         let mut info = ReplicationInfo::default();
         let (mut master_offset, mut slave_offset) = (None, None);
         for line in text.lines() {
-            let Some((key, value)) = line.trim().split_once(':') else { continue };
+            let Some((key, value)) = line.trim().split_once(':') else {
+                continue;
+            };
             match key {
                 "role" => info.role = value.to_string(),
                 "master_repl_offset" => master_offset = value.parse().ok(),
@@ -50,7 +52,9 @@ impl ReplicationInfo {
 
     /// Whether this replica points at `host:port`.
     pub fn follows(&self, host: &str, port: u16) -> bool {
-        self.role == "slave" && self.master_host.as_deref() == Some(host) && self.master_port == Some(port)
+        self.role == "slave"
+            && self.master_host.as_deref() == Some(host)
+            && self.master_port == Some(port)
     }
 }
 
@@ -73,7 +77,8 @@ impl RespClient {
         if let Some(c) = &self.conn {
             return Ok(c.clone());
         }
-        let client = redis::Client::open(self.url.as_str()).map_err(|e| DataNodeError::Unreachable(e.to_string()))?;
+        let client = redis::Client::open(self.url.as_str())
+            .map_err(|e| DataNodeError::Unreachable(e.to_string()))?;
         let conn = tokio::time::timeout(COMMAND_TIMEOUT, client.get_multiplexed_async_connection())
             .await
             .map_err(|_| DataNodeError::Unreachable("connect timed out".into()))?
@@ -84,7 +89,10 @@ impl RespClient {
 
     /// Runs one command; a transport failure drops the connection so the
     /// next call reconnects.
-    pub async fn call<T: redis::FromRedisValue>(&mut self, args: &[&str]) -> Result<T, DataNodeError> {
+    pub async fn call<T: redis::FromRedisValue>(
+        &mut self,
+        args: &[&str],
+    ) -> Result<T, DataNodeError> {
         let mut conn = self.connection().await?;
         let mut cmd = redis::cmd(args[0]);
         for a in &args[1..] {

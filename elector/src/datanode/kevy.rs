@@ -40,17 +40,23 @@ impl DataNodeAdapter for KevyNode {
         match target {
             DataNodeTarget::Primary => {
                 self.following = None;
-                self.client.call::<String>(&["REPLICAOF", "NO", "ONE"]).await?;
+                self.client
+                    .call::<String>(&["REPLICAOF", "NO", "ONE"])
+                    .await?;
             }
             DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => {
                 self.following = None;
                 let port = NOWHERE.1.to_string();
-                self.client.call::<String>(&["REPLICAOF", NOWHERE.0, &port]).await?;
+                self.client
+                    .call::<String>(&["REPLICAOF", NOWHERE.0, &port])
+                    .await?;
             }
             DataNodeTarget::Follow { primary_addr, .. } => {
                 let (host, client_port) = resolve(primary_addr).await?;
                 let port = client_port.saturating_add(self.replication_port_offset);
-                self.client.call::<String>(&["REPLICAOF", &host, &port.to_string()]).await?;
+                self.client
+                    .call::<String>(&["REPLICAOF", &host, &port.to_string()])
+                    .await?;
                 self.following = Some((primary_addr.clone(), host, port));
             }
         }
@@ -60,7 +66,9 @@ impl DataNodeAdapter for KevyNode {
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool {
         match target {
             DataNodeTarget::Primary => info.is_master(),
-            DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
+            DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => {
+                info.follows(NOWHERE.0, NOWHERE.1)
+            }
             DataNodeTarget::Follow { primary_addr, .. } => self
                 .following
                 .as_ref()

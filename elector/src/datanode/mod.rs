@@ -43,7 +43,10 @@ pub trait DataNodeAdapter: Send + 'static {
     /// Reads `INFO replication`.
     fn observe(&mut self) -> impl Future<Output = Result<ReplicationInfo, DataNodeError>> + Send;
     /// Makes the node what `target` says (idempotent).
-    fn apply(&mut self, target: &DataNodeTarget) -> impl Future<Output = Result<(), DataNodeError>> + Send;
+    fn apply(
+        &mut self,
+        target: &DataNodeTarget,
+    ) -> impl Future<Output = Result<(), DataNodeError>> + Send;
     /// Whether what we observe already is `target` (else it is re-applied:
     /// a restarted data node comes back as its config file says).
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool;
@@ -66,6 +69,7 @@ pub async fn run<A: DataNodeAdapter>(
     poll: Duration,
 ) {
     let mut applied_seq = 0u64;
+    let mut offset_at_apply = None;
     let mut ticker = tokio::time::interval(poll);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -79,9 +83,12 @@ pub async fn run<A: DataNodeAdapter>(
         let before = adapter.observe().await;
         // A new target the node already satisfies (kevy: fenced primary and
         // isolated are the same command) needs no command at all.
-        let satisfied = before.as_ref().is_ok_and(|info| adapter.satisfies(info, &target));
+        let satisfied = before
+            .as_ref()
+            .is_ok_and(|info| adapter.satisfies(info, &target));
         if satisfied && seq > applied_seq {
             applied_seq = seq;
+            offset_at_apply = before.as_ref().ok().map(|i| i.offset);
         }
         let needs_apply = before.is_ok() && !satisfied;
         if needs_apply {
@@ -101,7 +108,14 @@ pub async fn run<A: DataNodeAdapter>(
             }
         }
         // The offset reported with `applied_seq` is read after the apply.
-        let after = if needs_apply { adapter.observe().await } else { before };
+        let after = if needs_apply {
+            adapter.observe().await
+        } else {
+            before
+        };
+        if needs_apply && error.is_none() {
+            offset_at_apply = after.as_ref().ok().map(|i| i.offset);
+        }
         let report = match after {
             Ok(info) => DataNodeReport {
                 obs: Observation {
@@ -109,6 +123,7 @@ pub async fn run<A: DataNodeAdapter>(
                     offset: Some(info.offset),
                     link_up: info.is_master() || info.link_up,
                     applied_seq,
+                    offset_at_apply,
                 },
                 info: Some(info),
                 error,
@@ -119,6 +134,7 @@ pub async fn run<A: DataNodeAdapter>(
                     offset: None,
                     link_up: false,
                     applied_seq,
+                    offset_at_apply,
                 },
                 info: None,
                 error: Some(e.to_string()),
@@ -135,6 +151,8 @@ pub async fn resolve(addr: &str) -> Result<(String, u16), DataNodeError> {
     let mut found = tokio::net::lookup_host(addr)
         .await
         .map_err(|_| DataNodeError::Resolve(addr.to_string()))?;
-    let sock = found.next().ok_or_else(|| DataNodeError::Resolve(addr.to_string()))?;
+    let sock = found
+        .next()
+        .ok_or_else(|| DataNodeError::Resolve(addr.to_string()))?;
     Ok((sock.ip().to_string(), sock.port()))
 }

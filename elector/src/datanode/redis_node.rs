@@ -44,7 +44,10 @@ impl DataNodeAdapter for RedisNode {
         let info = self.client.replication_info().await?;
         if info.is_master() && self.fenced.is_none() {
             // Learn the fence after a restart of ours: ask rather than assume.
-            let v: Vec<String> = self.client.call(&["CONFIG", "GET", "min-replicas-to-write"]).await?;
+            let v: Vec<String> = self
+                .client
+                .call(&["CONFIG", "GET", "min-replicas-to-write"])
+                .await?;
             self.fenced = Some(v.get(1).is_some_and(|n| n != "0"));
         }
         Ok(info)
@@ -55,25 +58,33 @@ impl DataNodeAdapter for RedisNode {
             DataNodeTarget::Primary => {
                 // Promote while still fenced, then lift the fence.
                 self.set_fence(true).await?;
-                self.client.call::<String>(&["REPLICAOF", "NO", "ONE"]).await?;
+                self.client
+                    .call::<String>(&["REPLICAOF", "NO", "ONE"])
+                    .await?;
                 self.following = None;
                 self.set_fence(false).await?;
             }
             DataNodeTarget::FencedPrimary => {
                 self.set_fence(true).await?;
-                self.client.call::<String>(&["REPLICAOF", "NO", "ONE"]).await?;
+                self.client
+                    .call::<String>(&["REPLICAOF", "NO", "ONE"])
+                    .await?;
                 self.following = None;
             }
             DataNodeTarget::Isolated => {
                 self.set_fence(true).await?;
                 let port = NOWHERE.1.to_string();
-                self.client.call::<String>(&["REPLICAOF", NOWHERE.0, &port]).await?;
+                self.client
+                    .call::<String>(&["REPLICAOF", NOWHERE.0, &port])
+                    .await?;
                 self.following = None;
             }
             DataNodeTarget::Follow { primary_addr, .. } => {
                 self.set_fence(true).await?;
                 let (host, port) = resolve(primary_addr).await?;
-                self.client.call::<String>(&["REPLICAOF", &host, &port.to_string()]).await?;
+                self.client
+                    .call::<String>(&["REPLICAOF", &host, &port.to_string()])
+                    .await?;
                 self.following = Some((primary_addr.clone(), host, port));
             }
         }

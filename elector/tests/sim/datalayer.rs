@@ -23,6 +23,7 @@ pub struct DataNode {
     pub applied_seq: u64,
     pub pending: Option<(Millis, u64, DataNodeTarget)>,
     pub link_up: bool,
+    pub offset_at_apply: Option<u64>,
 }
 
 impl DataNode {
@@ -34,6 +35,7 @@ impl DataNode {
             applied_seq: 0,
             pending: None,
             link_up: false,
+            offset_at_apply: None,
         }
     }
 
@@ -42,7 +44,11 @@ impl DataNode {
     }
 
     pub fn is_master(&self) -> bool {
-        self.up && matches!(self.applied, DataNodeTarget::Primary | DataNodeTarget::FencedPrimary)
+        self.up
+            && matches!(
+                self.applied,
+                DataNodeTarget::Primary | DataNodeTarget::FencedPrimary
+            )
     }
 
     pub fn observe(&self) -> Observation {
@@ -51,6 +57,7 @@ impl DataNode {
             offset: self.up.then_some(self.log.len() as u64),
             link_up: self.up && (self.is_master() || self.link_up),
             applied_seq: self.applied_seq,
+            offset_at_apply: self.offset_at_apply,
         }
     }
 
@@ -71,7 +78,9 @@ impl DataNode {
     pub fn sync_from(&mut self, upstream: &[Entry]) {
         let prefix = match self.log.last() {
             None => true,
-            Some(last) => upstream.get(self.log.len() - 1).is_some_and(|e| e.chain == last.chain),
+            Some(last) => upstream
+                .get(self.log.len() - 1)
+                .is_some_and(|e| e.chain == last.chain),
         };
         if prefix {
             if upstream.len() > self.log.len() {

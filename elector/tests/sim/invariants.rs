@@ -46,7 +46,10 @@ impl Invariants {
 
     pub fn on_boot(&mut self, i: usize, disk: &PersistedState) {
         if disk != &self.durable[i] {
-            self.violations.push(format!("n{}: booted from a disk that is not the last durable state", i + 1));
+            self.violations.push(format!(
+                "n{}: booted from a disk that is not the last durable state",
+                i + 1
+            ));
         }
     }
 
@@ -54,7 +57,10 @@ impl Invariants {
     pub fn on_durable(&mut self, i: usize, disk: &PersistedState) {
         let old = &self.durable[i];
         if disk.epoch < old.epoch || disk.voted_epoch < old.voted_epoch {
-            self.violations.push(format!("n{}: durable state went backwards: {old:?} -> {disk:?}", i + 1));
+            self.violations.push(format!(
+                "n{}: durable state went backwards: {old:?} -> {disk:?}",
+                i + 1
+            ));
         }
         self.durable[i] = disk.clone();
     }
@@ -66,26 +72,31 @@ impl Invariants {
         match msg {
             Message::Offer { epoch, .. } => {
                 if disk.voted_epoch < *epoch {
-                    self.violations.push(format!("n{node}: OFFER {epoch} sent before its self-vote was durable"));
+                    self.violations.push(format!(
+                        "n{node}: OFFER {epoch} sent before its self-vote was durable"
+                    ));
                 }
                 self.record_vote(i, *epoch, i);
             }
             Message::Accept { epoch, .. } => {
                 if disk.voted_epoch < *epoch {
-                    self.violations.push(format!("n{node}: ACCEPT {epoch} sent before the vote was durable"));
+                    self.violations.push(format!(
+                        "n{node}: ACCEPT {epoch} sent before the vote was durable"
+                    ));
                 }
                 self.record_vote(i, *epoch, to);
                 self.accepts.entry((*epoch, to)).or_default().insert(i);
             }
-            Message::Announce { epoch, .. } => {
-                if disk.epoch < *epoch {
-                    self.violations.push(format!("n{node}: ANNOUNCE {epoch} sent before the epoch was durable"));
-                }
+            Message::Announce { epoch, .. } if disk.epoch < *epoch => {
+                self.violations.push(format!(
+                    "n{node}: ANNOUNCE {epoch} sent before the epoch was durable"
+                ));
             }
-            Message::Hb(hb) => {
-                if hb.epoch > disk.epoch {
-                    self.violations.push(format!("n{node}: HB advertises epoch {} beyond durable {}", hb.epoch, disk.epoch));
-                }
+            Message::Hb(hb) if hb.epoch > disk.epoch => {
+                self.violations.push(format!(
+                    "n{node}: HB advertises epoch {} beyond durable {}",
+                    hb.epoch, disk.epoch
+                ));
             }
             _ => {}
         }
@@ -109,18 +120,31 @@ impl Invariants {
     pub fn on_promoted(&mut self, i: usize, epoch: u64) {
         if let Some(&other) = self.primaries.get(&epoch) {
             if other != i {
-                self.violations.push(format!("two primaries in epoch {epoch}: n{} and n{}", other + 1, i + 1));
+                self.violations.push(format!(
+                    "two primaries in epoch {epoch}: n{} and n{}",
+                    other + 1,
+                    i + 1
+                ));
             }
         }
         self.primaries.insert(epoch, i);
         let votes = 1 + self.accepts.get(&(epoch, i)).map_or(0, |v| v.len());
         if votes < self.n / 2 + 1 {
-            self.violations.push(format!("n{} became primary of epoch {epoch} with {votes} votes", i + 1));
+            self.violations.push(format!(
+                "n{} became primary of epoch {epoch} with {votes} votes",
+                i + 1
+            ));
         }
     }
 
     /// A data node that starts accepting writes holds every acknowledged write.
-    pub fn on_data_promoted(&mut self, i: usize, data: &DataNode, acked: &[AckedWrite], now: Millis) {
+    pub fn on_data_promoted(
+        &mut self,
+        i: usize,
+        data: &DataNode,
+        acked: &[AckedWrite],
+        now: Millis,
+    ) {
         if let Some(lost) = acked.iter().find(|w| !data.holds(w.index, w.chain)) {
             self.violations.push(format!(
                 "at {now} ms n{} accepts writes without acknowledged write {} (acked at {} ms)",
@@ -132,13 +156,24 @@ impl Invariants {
     }
 
     /// Checks that need the whole cluster: writable overlap.
-    pub fn check(&mut self, now: Millis, nodes: &[SimNode], _acked: &[AckedWrite]) -> Result<(), String> {
-        let writable = nodes.iter().filter(|n| n.data.writable() && n.paused_until.is_none_or(|u| now >= u)).count();
+    pub fn check(
+        &mut self,
+        now: Millis,
+        nodes: &[SimNode],
+        _acked: &[AckedWrite],
+    ) -> Result<(), String> {
+        let writable = nodes
+            .iter()
+            .filter(|n| n.data.writable() && n.paused_until.is_none_or(|u| now >= u))
+            .count();
         if writable >= 2 {
             let since = *self.overlap_since.get_or_insert(now);
             self.longest_overlap_ms = self.longest_overlap_ms.max(now - since);
             if now - since > self.overlap_bound_ms() {
-                self.violations.push(format!("{writable} data nodes writable for {} ms (since {since} ms)", now - since));
+                self.violations.push(format!(
+                    "{writable} data nodes writable for {} ms (since {since} ms)",
+                    now - since
+                ));
             }
         } else {
             self.overlap_since = None;

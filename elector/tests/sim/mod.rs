@@ -6,7 +6,9 @@ pub mod datalayer;
 pub mod invariants;
 
 use datalayer::{AckedWrite, DataNode, PendingWrite};
-use elector::core::{Action, Core, CoreConfig, Event, Faults, Member, Millis, Notice, PersistedState, Timings};
+use elector::core::{
+    Action, Core, CoreConfig, Event, Faults, Member, Millis, Notice, PersistedState, Timings,
+};
 use elector::protocol::{Message, Role};
 use invariants::Invariants;
 use rand::rngs::StdRng;
@@ -51,11 +53,27 @@ impl World {
 
 #[derive(Debug)]
 enum Ev {
-    Tick { node: usize, generation: u64 },
-    Deliver { from: usize, to: usize, msg: Message, incarnation: u64 },
-    PersistDone { node: usize, seq: u64, state: PersistedState, ok: bool, incarnation: u64 },
+    Tick {
+        node: usize,
+        generation: u64,
+    },
+    Deliver {
+        from: usize,
+        to: usize,
+        msg: Message,
+        incarnation: u64,
+    },
+    PersistDone {
+        node: usize,
+        seq: u64,
+        state: PersistedState,
+        ok: bool,
+        incarnation: u64,
+    },
     DataStep,
-    Observe { node: usize },
+    Observe {
+        node: usize,
+    },
 }
 
 struct Queued {
@@ -157,12 +175,18 @@ impl Sim {
             members: self
                 .ids
                 .iter()
-                .map(|id| Member { id: id.clone(), data_addr: format!("{id}:6379") })
+                .map(|id| Member {
+                    id: id.clone(),
+                    data_addr: format!("{id}:6379"),
+                })
                 .collect(),
             timings: self.timings,
             priority: 100,
             max_lag: u64::MAX,
-            seed: self.seed.wrapping_mul(31).wrapping_add(i as u64 * 7 + self.nodes[i].incarnation),
+            seed: self
+                .seed
+                .wrapping_mul(31)
+                .wrapping_add(i as u64 * 7 + self.nodes[i].incarnation),
             faults: self.faults,
         }
     }
@@ -187,7 +211,12 @@ impl Sim {
     pub fn crash(&mut self, i: usize, with_data: bool) {
         let _ = with_data;
         if std::env::var_os("SIM_TRACE").is_some() {
-            eprintln!("{:>6} {} CRASH with_data={with_data} log={}", self.now, self.ids[i], self.nodes[i].data.log.len());
+            eprintln!(
+                "{:>6} {} CRASH with_data={with_data} log={}",
+                self.now,
+                self.ids[i],
+                self.nodes[i].data.log.len()
+            );
         }
         self.nodes[i].core = None;
         self.nodes[i].incarnation += 1;
@@ -197,7 +226,12 @@ impl Sim {
 
     pub fn restart(&mut self, i: usize) {
         if std::env::var_os("SIM_TRACE").is_some() {
-            eprintln!("{:>6} {} RESTART log={}", self.now, self.ids[i], self.nodes[i].data.log.len());
+            eprintln!(
+                "{:>6} {} RESTART log={}",
+                self.now,
+                self.ids[i],
+                self.nodes[i].data.log.len()
+            );
         }
         if !self.nodes[i].data.up {
             // A data node comes back with its (persisted) log, read-only with
@@ -231,16 +265,29 @@ impl Sim {
 
     fn push(&mut self, delay: Millis, ev: Ev) {
         self.order += 1;
-        self.queue.push(Reverse(Queued { at: self.now + delay, order: self.order, ev }));
+        self.queue.push(Reverse(Queued {
+            at: self.now + delay,
+            order: self.order,
+            ev,
+        }));
     }
 
     fn schedule_tick(&mut self, i: usize) {
-        let Some(core) = self.nodes[i].core.as_ref() else { return };
+        let Some(core) = self.nodes[i].core.as_ref() else {
+            return;
+        };
         let at = core.next_wakeup().max(self.now + 1);
         self.nodes[i].tick_generation += 1;
         let generation = self.nodes[i].tick_generation;
         self.order += 1;
-        self.queue.push(Reverse(Queued { at, order: self.order, ev: Ev::Tick { node: i, generation } }));
+        self.queue.push(Reverse(Queued {
+            at,
+            order: self.order,
+            ev: Ev::Tick {
+                node: i,
+                generation,
+            },
+        }));
     }
 
     /// Runs until `until`, checking every invariant after every event.
@@ -266,7 +313,12 @@ impl Sim {
                     self.feed(node, Event::Tick);
                 }
             }
-            Ev::Deliver { from, to, msg, incarnation } => {
+            Ev::Deliver {
+                from,
+                to,
+                msg,
+                incarnation,
+            } => {
                 if self.nodes[to].incarnation != incarnation {
                     return; // the connection died with the old incarnation
                 }
@@ -274,14 +326,28 @@ impl Sim {
                     if self.now < until {
                         // Stalled process: the bytes wait in the socket buffer.
                         let delay = until - self.now;
-                        self.push(delay, Ev::Deliver { from, to, msg, incarnation });
+                        self.push(
+                            delay,
+                            Ev::Deliver {
+                                from,
+                                to,
+                                msg,
+                                incarnation,
+                            },
+                        );
                         return;
                     }
                 }
                 let from_id = self.ids[from].clone();
                 self.feed(to, Event::Message { from: from_id, msg });
             }
-            Ev::PersistDone { node, seq, state, ok, incarnation } => {
+            Ev::PersistDone {
+                node,
+                seq,
+                state,
+                ok,
+                incarnation,
+            } => {
                 if self.nodes[node].incarnation != incarnation {
                     return; // crashed before the write finished: nothing on disk
                 }
@@ -290,7 +356,13 @@ impl Sim {
                     self.inv.on_durable(node, &self.nodes[node].disk);
                     self.feed(node, Event::Persisted { seq });
                 } else {
-                    self.feed(node, Event::PersistFailed { seq, error: "simulated EIO".into() });
+                    self.feed(
+                        node,
+                        Event::PersistFailed {
+                            seq,
+                            error: "simulated EIO".into(),
+                        },
+                    );
                 }
             }
             Ev::Observe { node } => {
@@ -314,7 +386,9 @@ impl Sim {
         }
         self.nodes[i].paused_until = None;
         let now = self.now;
-        let Some(core) = self.nodes[i].core.as_mut() else { return };
+        let Some(core) = self.nodes[i].core.as_mut() else {
+            return;
+        };
         let actions = core.handle(now, event);
         self.run_actions(i, actions);
         self.schedule_tick(i);
@@ -324,27 +398,56 @@ impl Sim {
         for action in actions {
             match action {
                 Action::Send { to, msg } => {
-                    let to = self.ids.iter().position(|id| *id == to).expect("known peer");
+                    let to = self
+                        .ids
+                        .iter()
+                        .position(|id| *id == to)
+                        .expect("known peer");
                     self.inv.on_send(i, to, &msg, &self.nodes[i].disk);
                     self.transmit(i, to, msg);
                 }
                 Action::Persist { seq, state } => {
                     let busy = self.nodes[i].disk_free_at.saturating_sub(self.now);
-                    let delay = busy + self.rng.gen_range(self.world.persist_ms.0..=self.world.persist_ms.1);
+                    let delay = busy
+                        + self
+                            .rng
+                            .gen_range(self.world.persist_ms.0..=self.world.persist_ms.1);
                     self.nodes[i].disk_free_at = self.now + delay;
                     let ok = !self.rng.gen_bool(self.world.persist_fail);
                     let incarnation = self.nodes[i].incarnation;
-                    self.push(delay, Ev::PersistDone { node: i, seq, state, ok, incarnation });
+                    self.push(
+                        delay,
+                        Ev::PersistDone {
+                            node: i,
+                            seq,
+                            state,
+                            ok,
+                            incarnation,
+                        },
+                    );
                 }
                 Action::ApplyDataNode { seq, target } => {
-                    let delay = self.rng.gen_range(self.world.apply_ms.0..=self.world.apply_ms.1);
+                    let delay = self
+                        .rng
+                        .gen_range(self.world.apply_ms.0..=self.world.apply_ms.1);
                     self.nodes[i].data.pending = Some((self.now + delay, seq, target));
                 }
                 Action::Notify(notice) => {
                     if std::env::var_os("SIM_TRACE").is_some() {
-                        eprintln!("{:>6} {} {:?} pos={:?}", self.now, self.ids[i], notice, self.nodes[i].core.as_ref().map(|c| c.position()));
+                        eprintln!(
+                            "{:>6} {} {:?} pos={:?}",
+                            self.now,
+                            self.ids[i],
+                            notice,
+                            self.nodes[i].core.as_ref().map(|c| c.position())
+                        );
                     }
-                    if let Notice::RoleChanged { to: Role::Primary, epoch, .. } = &notice {
+                    if let Notice::RoleChanged {
+                        to: Role::Primary,
+                        epoch,
+                        ..
+                    } = &notice
+                    {
                         self.inv.on_promoted(i, *epoch);
                     }
                 }
@@ -356,11 +459,25 @@ impl Sim {
         if self.blocked[from][to] || self.rng.gen_bool(self.world.loss) {
             return;
         }
-        let copies = if self.rng.gen_bool(self.world.duplicate) { 2 } else { 1 };
+        let copies = if self.rng.gen_bool(self.world.duplicate) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
-            let latency = self.rng.gen_range(self.world.latency_ms.0..=self.world.latency_ms.1);
+            let latency = self
+                .rng
+                .gen_range(self.world.latency_ms.0..=self.world.latency_ms.1);
             let incarnation = self.nodes[to].incarnation;
-            self.push(latency, Ev::Deliver { from, to, msg: msg.clone(), incarnation });
+            self.push(
+                latency,
+                Ev::Deliver {
+                    from,
+                    to,
+                    msg: msg.clone(),
+                    incarnation,
+                },
+            );
         }
     }
 
@@ -379,16 +496,20 @@ impl Sim {
                 if d.up && at <= self.now && !frozen {
                     d.applied = target;
                     d.applied_seq = seq;
+                    d.offset_at_apply = Some(d.log.len() as u64);
                     d.pending = None;
                     if d.applied.writable() {
-                        self.inv.on_data_promoted(i, &self.nodes[i].data, &self.acked, self.now);
+                        self.inv
+                            .on_data_promoted(i, &self.nodes[i].data, &self.acked, self.now);
                     }
                 }
             }
         }
         for i in 0..n {
             let upstream = match &self.nodes[i].data.applied {
-                elector::core::DataNodeTarget::Follow { primary, .. } => self.ids.iter().position(|id| id == primary),
+                elector::core::DataNodeTarget::Follow { primary, .. } => {
+                    self.ids.iter().position(|id| id == primary)
+                }
                 _ => None,
             };
             let linked = upstream.is_some_and(|u| {
@@ -403,7 +524,11 @@ impl Sim {
             if let (true, Some(u)) = (linked, upstream) {
                 if u != i {
                     let (a, b) = self.nodes.split_at_mut(i.max(u));
-                    let (dst, src) = if i < u { (&mut a[i], &b[0]) } else { (&mut b[0], &a[u]) };
+                    let (dst, src) = if i < u {
+                        (&mut a[i], &b[0])
+                    } else {
+                        (&mut b[0], &a[u])
+                    };
                     dst.data.sync_from(&src.data.log);
                 }
             }
@@ -414,7 +539,13 @@ impl Sim {
                 let write_id = self.next_write;
                 self.next_write += 1;
                 let (index, chain) = self.nodes[i].data.append(write_id);
-                self.pending_writes.push(PendingWrite { node: i, write_id, index, chain, at: self.now });
+                self.pending_writes.push(PendingWrite {
+                    node: i,
+                    write_id,
+                    index,
+                    chain,
+                    at: self.now,
+                });
             }
         }
         let quorum = n / 2 + 1;
@@ -425,9 +556,18 @@ impl Sim {
             if !nodes[w.node].data.holds(w.index, w.chain) {
                 return false; // the primary itself lost it before the ack: unknown, not acked
             }
-            let copies = (0..n).filter(|&j| j != w.node && nodes[j].data.up && nodes[j].data.holds(w.index, w.chain)).count();
+            let copies = (0..n)
+                .filter(|&j| {
+                    j != w.node && nodes[j].data.up && nodes[j].data.holds(w.index, w.chain)
+                })
+                .count();
             if copies + 1 >= quorum {
-                acked.push(AckedWrite { write_id: w.write_id, index: w.index, chain: w.chain, at: now });
+                acked.push(AckedWrite {
+                    write_id: w.write_id,
+                    index: w.index,
+                    chain: w.chain,
+                    at: now,
+                });
                 return false;
             }
             now - w.at < 1_000 // WAIT timed out: the client saw a failure

@@ -32,7 +32,11 @@ pub struct Cluster {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn port_free(p: u16) -> bool {
@@ -48,20 +52,40 @@ fn data_port() -> u16 {
         if port_free(candidate) && port_free(candidate + 10_000) {
             // Reserve it briefly against our own other tests by a lock file.
             let lock = std::env::temp_dir().join(format!("elector-test-port-{candidate}"));
-            if std::fs::OpenOptions::new().write(true).create_new(true).open(&lock).is_ok() {
+            if std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock)
+                .is_ok()
+            {
                 return candidate;
             }
-            if lock.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(600)) {
+            if lock
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(600))
+            {
                 let _ = std::fs::remove_file(&lock);
             }
         }
-        candidate = if candidate >= 21_990 { 12_000 } else { candidate + 10 };
+        candidate = if candidate >= 21_990 {
+            12_000
+        } else {
+            candidate + 10
+        };
     }
 }
 
 pub fn require(binary: &str) {
-    let found = Command::new("sh").arg("-c").arg(format!("command -v {binary}")).output().is_ok_and(|o| o.status.success());
-    assert!(found, "{binary} is not installed: run scripts/install-deps.sh (the repo installs it)");
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {binary}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "{binary} is not installed: run scripts/install-deps.sh (the repo installs it)"
+    );
 }
 
 impl Cluster {
@@ -134,19 +158,44 @@ impl Cluster {
                 );
                 let path = node.dir.join("kevy.toml");
                 std::fs::write(&path, toml).unwrap();
-                Command::new("kevy").arg("--config").arg(&path).stdout(log.try_clone().unwrap()).stderr(log).spawn()
+                Command::new("kevy")
+                    .arg("--config")
+                    .arg(&path)
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .spawn()
             }
             Backend::Redis => Command::new("redis-server")
-                .args(["--port", &node.data_port.to_string(), "--bind", "127.0.0.1", "--dir"])
+                .args([
+                    "--port",
+                    &node.data_port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--dir",
+                ])
                 .arg(&data_dir)
-                .args(["--appendonly", "yes", "--save", "", "--replicaof", "127.0.0.1", "1", "--protected-mode", "no"])
+                .args([
+                    "--appendonly",
+                    "yes",
+                    "--save",
+                    "",
+                    "--replicaof",
+                    "127.0.0.1",
+                    "1",
+                    "--protected-mode",
+                    "no",
+                ])
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
                 .spawn(),
         };
         node.data = Some(child.expect("start data node"));
         let port = node.data_port;
-        wait_until(Duration::from_secs(10), || redis_client(port).ping().is_ok(), "data node to accept connections");
+        wait_until(
+            Duration::from_secs(10),
+            || redis_client(port).ping().is_ok(),
+            "data node to accept connections",
+        );
     }
 
     pub fn start_node(&mut self, i: usize) {
@@ -168,7 +217,10 @@ impl Cluster {
 
     /// SIGKILL of elector and data node, as the node supervisor does.
     pub fn kill_node(&mut self, i: usize) {
-        for child in [self.nodes[i].elector.take(), self.nodes[i].data.take()].into_iter().flatten() {
+        for child in [self.nodes[i].elector.take(), self.nodes[i].data.take()]
+            .into_iter()
+            .flatten()
+        {
             let mut c = child;
             let _ = c.kill();
             let _ = c.wait();
@@ -177,23 +229,35 @@ impl Cluster {
 
     pub fn status(&self, i: usize) -> Option<Value> {
         let url = format!("http://127.0.0.1:{}/status", self.nodes[i].api_port);
-        ureq::get(&url).timeout(Duration::from_millis(500)).call().ok()?.into_json().ok()
+        ureq::get(&url)
+            .timeout(Duration::from_millis(500))
+            .call()
+            .ok()?
+            .into_json()
+            .ok()
     }
 
     /// The index of the node that is an unfenced primary, if exactly one is.
     pub fn writable_primary(&self) -> Option<usize> {
         let found: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| self.status(i).is_some_and(|s| s["role"] == "primary" && s["fenced"] == false))
+            .filter(|&i| {
+                self.status(i)
+                    .is_some_and(|s| s["role"] == "primary" && s["fenced"] == false)
+            })
             .collect();
         (found.len() == 1).then(|| found[0])
     }
 
     pub fn wait_primary(&self, within: Duration) -> usize {
         let mut found = None;
-        wait_until(within, || {
-            found = self.writable_primary();
-            found.is_some()
-        }, "a writable primary");
+        wait_until(
+            within,
+            || {
+                found = self.writable_primary();
+                found.is_some()
+            },
+            "a writable primary",
+        );
         found.unwrap()
     }
 
@@ -206,7 +270,11 @@ impl Cluster {
             for f in [format!("elector-{}.log", n.id), "data.log".to_string()] {
                 if let Ok(text) = std::fs::read_to_string(n.dir.join(&f)) {
                     let tail: Vec<&str> = text.lines().rev().take(25).collect();
-                    eprintln!("---- {} {f}\n{}", n.id, tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+                    eprintln!(
+                        "---- {} {f}\n{}",
+                        n.id,
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    );
                 }
             }
         }
@@ -220,7 +288,9 @@ impl Drop for Cluster {
         }
         for i in 0..self.nodes.len() {
             self.kill_node(i);
-            let _ = std::fs::remove_file(std::env::temp_dir().join(format!("elector-test-port-{}", self.nodes[i].data_port)));
+            let _ = std::fs::remove_file(
+                std::env::temp_dir().join(format!("elector-test-port-{}", self.nodes[i].data_port)),
+            );
         }
     }
 }
@@ -256,7 +326,10 @@ impl Ping for redis::Connection {
 pub fn wait_until(within: Duration, mut ok: impl FnMut() -> bool, what: &str) {
     let deadline = Instant::now() + within;
     while !ok() {
-        assert!(Instant::now() < deadline, "timed out after {within:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(25));
     }
 }
