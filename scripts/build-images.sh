@@ -47,8 +47,7 @@ KEVY="$(command -v kevy || true)"
 if ldd "$KEVY" | grep -q 'not found'; then die "kevy has unresolved libraries: $(ldd "$KEVY" | grep 'not found')"; fi
 install_if_changed "$KEVY" "$CTX/kevy"
 
-# elector and elector-faulty: the second build overwrites target/release/elector, so
-# each binary is staged right after its own build.
+# elector (target/release) and elector-faulty (target/faulty/release).
 TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 if [ "${SKIP_ELECTOR:-0}" = 1 ]; then
   log "SKIP_ELECTOR=1: staging stub elector binaries (data-node-only image, cannot run a lab)"
@@ -62,12 +61,13 @@ else
     || die "the elector crate does not build (cargo build --release -p elector failed, see above)"
   [ -x "$TARGET_DIR/release/elector" ] || die "cargo built no binary at $TARGET_DIR/release/elector"
   install_if_changed "$TARGET_DIR/release/elector" "$CTX/elector"
-  log "cargo build --release -p elector --features test-faults"
-  (cd "$REPO" && "$CARGO" build --release -p elector --features test-faults) \
+  # elector-faulty builds in its own target dir: cargo keeps one build per feature set
+  # of a workspace member, so alternating features in one dir recompiles every time.
+  FAULTY_TARGET_DIR="$TARGET_DIR/faulty"
+  log "cargo build --release -p elector --features test-faults (target dir $FAULTY_TARGET_DIR)"
+  (cd "$REPO" && CARGO_TARGET_DIR="$FAULTY_TARGET_DIR" "$CARGO" build --release -p elector --features test-faults) \
     || die "the elector crate does not build with --features test-faults (see above)"
-  install_if_changed "$TARGET_DIR/release/elector" "$CTX/elector-faulty"
-  # leave target/release/elector as the normal build for host use (elector status, ...)
-  (cd "$REPO" && "$CARGO" build --release -p elector -q) || die "rebuilding the normal elector failed"
+  install_if_changed "$FAULTY_TARGET_DIR/release/elector" "$CTX/elector-faulty"
 fi
 
 # Rebuild the node image only when the staged context or the base changed.
