@@ -126,3 +126,128 @@ fn a_two_node_kevy_cluster_never_fails_over() {
 fn a_two_node_redis_cluster_never_fails_over() {
     two_nodes_never_fail_over(Backend::Redis);
 }
+
+/// A planned switchover under write load (docs/protocol.md §8): the target
+/// becomes primary and no write the primary answered OK is lost (stronger
+/// than WAIT: the fence precedes the catch-up, so even writes no replica
+/// had acknowledged yet survive). The write pause is reported.
+fn switchover_under_load_loses_no_acknowledged_write(backend: Backend) {
+    let cluster = Cluster::start(backend, 3);
+    let old = cluster.wait_primary(Duration::from_secs(15));
+    for i in (0..3).filter(|&i| i != old) {
+        wait_until(
+            Duration::from_secs(10),
+            || {
+                cluster
+                    .status(i)
+                    .is_some_and(|s| s["data_node"]["link_up"] == true)
+            },
+            "replica links",
+        );
+    }
+    let target = (0..3).find(|&i| i != old).unwrap();
+    let target_id = cluster.nodes[target].id.clone();
+    let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.data_port).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut acked = Vec::new();
+            let mut n = 0;
+            let start = std::time::Instant::now();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                && start.elapsed() < Duration::from_secs(30)
+            {
+                for &port in &ports {
+                    let mut c = support::redis_client(port);
+                    let key = format!("sw:{n}");
+                    n += 1;
+                    let ok: redis::RedisResult<String> =
+                        redis::cmd("SET").arg(&key).arg("v").query(&mut c);
+                    if ok.is_ok() {
+                        acked.push(key);
+                    }
+                }
+            }
+            acked
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let url = format!(
+        "http://127.0.0.1:{}/switchover",
+        cluster.nodes[old].api_port
+    );
+    let reply: serde_json::Value = ureq::post(&url)
+        .send_json(serde_json::json!({"to": target_id, "timeout_ms": 10_000}))
+        .unwrap_or_else(|e| match e {
+            ureq::Error::Status(code, r) => panic!(
+                "switchover refused {code}: {}",
+                r.into_string().unwrap_or_default()
+            ),
+            e => panic!("{e}"),
+        })
+        .into_json()
+        .unwrap();
+    eprintln!("switchover reply: {reply}");
+    assert_eq!(reply["to"], target_id.as_str());
+    wait_until(
+        Duration::from_secs(10),
+        || cluster.writable_primary() == Some(target),
+        "the target to be the writable primary",
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let acked = writer.join().unwrap();
+    assert!(
+        acked.len() > 10,
+        "too few acknowledged writes ({}) to prove anything",
+        acked.len()
+    );
+    let mut conn = cluster.client(target);
+    let lost: Vec<&String> = acked
+        .iter()
+        .filter(|k| {
+            redis::cmd("EXISTS")
+                .arg(k.as_str())
+                .query::<i64>(&mut conn)
+                .unwrap()
+                == 0
+        })
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged writes lost in the switchover: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+}
+
+#[test]
+fn a_redis_switchover_under_write_load_loses_no_acknowledged_write() {
+    switchover_under_load_loses_no_acknowledged_write(Backend::Redis);
+}
+
+/// kevy's only fence hides the offset the catch-up needs: the elector
+/// refuses the switchover instead of risking writes (measured: 3 writes
+/// answered OK were lost when it was allowed).
+#[test]
+fn a_kevy_switchover_is_refused_rather_than_risking_writes() {
+    let cluster = Cluster::start(Backend::Kevy, 3);
+    let old = cluster.wait_primary(Duration::from_secs(15));
+    let target = cluster.nodes[(old + 1) % 3].id.clone();
+    let url = format!(
+        "http://127.0.0.1:{}/switchover",
+        cluster.nodes[old].api_port
+    );
+    match ureq::post(&url).send_json(serde_json::json!({"to": target})) {
+        Err(ureq::Error::Status(503, r)) => {
+            assert!(r.into_string().unwrap().contains("not supported on kevy"))
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(
+        cluster.writable_primary(),
+        Some(old),
+        "the refused switchover changed the primary"
+    );
+}

@@ -109,8 +109,19 @@ impl Core {
         let Some(reason) = self.primary_gone() else {
             return;
         };
-        let handover_to_me = self.primary_resigned.as_ref().and_then(|t| t.as_deref())
-            == Some(self.cfg.node_id.as_str());
+        let handover_to = self.primary_resigned.as_ref().and_then(|t| t.as_deref());
+        let handover_to_me = handover_to == Some(self.cfg.node_id.as_str());
+        // During a handover only the chosen successor stands (§8): the old
+        // primary until its switchover deadline, the others while they
+        // still hear the successor.
+        if self.switchover.is_some() {
+            return;
+        }
+        if let Some(to) = handover_to.filter(|_| !handover_to_me) {
+            if self.peers.get(to).is_some_and(|v| self.peer_alive(v)) {
+                return;
+            }
+        }
         // Pre-check (protocol §6.6): a node that cannot hear a majority would
         // only push epochs up for nothing.
         let reachable = 1 + self

@@ -239,9 +239,10 @@ impl Sim {
             let d = &mut self.nodes[i].data;
             d.up = true;
             d.pending = None;
-            if d.applied.writable() {
-                d.applied = elector::core::DataNodeTarget::Isolated;
-            }
+            // It restarts from its config file: read-only, upstream nowhere.
+            d.applied = elector::core::DataNodeTarget::Isolated;
+            d.applied_seq = 0;
+            d.offset_at_apply = None;
         }
         if self.nodes[i].core.is_none() {
             self.boot(i);
@@ -556,10 +557,15 @@ impl Sim {
             if !nodes[w.node].data.holds(w.index, w.chain) {
                 return false; // the primary itself lost it before the ack: unknown, not acked
             }
+            // Like WAIT: only replicas linked to this primary acknowledge.
+            let writer = format!("n{}", w.node + 1);
             let copies = (0..n)
+                .filter(|&j| j != w.node && nodes[j].data.up && nodes[j].data.link_up)
                 .filter(|&j| {
-                    j != w.node && nodes[j].data.up && nodes[j].data.holds(w.index, w.chain)
+                    matches!(&nodes[j].data.applied,
+                        elector::core::DataNodeTarget::Follow { primary, .. } if *primary == writer)
                 })
+                .filter(|&j| nodes[j].data.holds(w.index, w.chain))
                 .count();
             if copies + 1 >= quorum {
                 acked.push(AckedWrite {
