@@ -15,7 +15,8 @@
 #   ELECTOR_EXTRA_YAML   optional YAML appended to the generated config; it may add
 #                        top-level keys the generator does not write (auth, hooks,
 #                        priority, max_lag_bytes, unsafe_test_faults, ...)
-#   KEVY_THREADS         kevy worker threads (default 4)
+#   KEVY_THREADS         kevy worker threads (default 1: with more shards kevy reports
+#                        per-shard INFO offsets and lost a key in initial sync)
 #
 # In-container ports: data 6379 (kevy replication 16379+), election 7400, API 9300,
 # Sentinel-compatible 26379. Elector state: /var/lib/elector; data node files:
@@ -60,7 +61,7 @@ DOWN_AFTER_MS=$(num DOWN_AFTER_MS 5000)
 ELECTION_TIMEOUT_MS=$(num ELECTION_TIMEOUT_MS 3000)
 BACKOFF_MIN_MS=$(num BACKOFF_MIN_MS 1000)
 BACKOFF_MAX_MS=$(num BACKOFF_MAX_MS 5000)
-KEVY_THREADS=$(num KEVY_THREADS 4)
+KEVY_THREADS=$(num KEVY_THREADS 1)
 
 mkdir -p "$CONF_DIR" "$STATE_DIR" "$DATA_ROOT/$BACKEND"
 
