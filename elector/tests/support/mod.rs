@@ -1,3 +1,4 @@
+#![allow(dead_code)] // shared by several test crates; each uses a subset
 //! Real processes on loopback for integration tests: kevy or redis-server
 //! data nodes plus one `elector` binary each. Everything started here is
 //! killed when the [`Cluster`] drops, also when a test panics.
@@ -13,6 +14,14 @@ pub enum Backend {
     Kevy,
     Redis,
 }
+
+/// Test timings: down_after 600 ms.
+pub const SHORT_TIMINGS: (&str, u64) = (
+    "{ hb_interval_ms: 50, down_after_ms: 600, election_timeout_ms: 400, backoff_min_ms: 100, backoff_max_ms: 300, data_poll_ms: 50 }",
+    600,
+);
+/// The seed's defaults: down_after 5000 ms.
+pub const DEFAULT_TIMINGS: (&str, u64) = ("{}", 5000);
 
 pub struct NodeProcs {
     pub id: String,
@@ -91,6 +100,11 @@ pub fn require(binary: &str) {
 impl Cluster {
     /// Starts `n` data nodes (read-only, no upstream) and their electors.
     pub fn start(backend: Backend, n: usize) -> Cluster {
+        Cluster::start_with(backend, n, SHORT_TIMINGS)
+    }
+
+    /// Like [`Cluster::start`] with a YAML `timings` map and its down_after.
+    pub fn start_with(backend: Backend, n: usize, timings: (&str, u64)) -> Cluster {
         require(match backend {
             Backend::Kevy => "kevy",
             Backend::Redis => "redis-server",
@@ -121,8 +135,8 @@ impl Cluster {
             let yaml = format!(
                 "node_id: {id}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\" }}\n\
                  data_dir: {dir}/elector\ndata_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\" }}\n\
-                 peers:\n{peers}timings: {{ hb_interval_ms: 50, down_after_ms: 600, election_timeout_ms: 400, \
-                 backoff_min_ms: 100, backoff_max_ms: 300, data_poll_ms: 50 }}\n",
+                 peers:\n{peers}timings: {t}\n",
+                t = timings.0,
                 id = node.id,
                 e = node.election_port,
                 a = node.api_port,
@@ -135,7 +149,7 @@ impl Cluster {
         let mut cluster = Cluster {
             backend,
             nodes,
-            down_after_ms: 600,
+            down_after_ms: timings.1,
             _tmp: tmp,
         };
         for i in 0..n {
