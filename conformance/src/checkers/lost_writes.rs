@@ -90,6 +90,32 @@ pub fn lost_count(h: &History) -> usize {
         .map_or(0, |m| m.len())
 }
 
+/// The writers got at least one acknowledgement (otherwise the durability checks above
+/// would pass vacuously: nothing was ever promised).
+pub fn writes_acknowledged(h: &History) -> CheckResult {
+    const NAME: &str = "writes_acknowledged";
+    if h.writes.is_empty() {
+        return CheckResult::skipped(NAME, "no writes attempted");
+    }
+    let acked = h.acknowledged().len();
+    if acked == 0 {
+        return CheckResult::new(
+            NAME,
+            vec![Violation::msg(format!(
+                "none of {} writes was acknowledged (SET ok and WAIT >= {})",
+                h.writes.len(),
+                h.quorum.saturating_sub(1)
+            ))],
+            vec![],
+        );
+    }
+    CheckResult::new(
+        NAME,
+        vec![],
+        vec![format!("{acked} of {} acknowledged", h.writes.len())],
+    )
+}
+
 /// Every replica read back at the end holds every acknowledged write too.
 pub fn replicas_converge(h: &History) -> CheckResult {
     const NAME: &str = "replicas_converge";
@@ -183,6 +209,15 @@ mod tests {
         let mut h = with_writes();
         h.final_reads.remove("n1");
         assert!(!replicas_converge(&h).passed);
+    }
+
+    #[test]
+    fn a_run_without_any_acknowledged_write_fails() {
+        let mut h = history(5);
+        h.writes.push(write("n1", "w:0:0", 10, Outcome::NotAcked));
+        assert!(!writes_acknowledged(&h).passed);
+        assert!(writes_acknowledged(&with_writes()).passed);
+        assert!(writes_acknowledged(&history(3)).skipped);
     }
 
     #[test]

@@ -15,7 +15,9 @@ use crate::scenario::Expect;
 
 pub use election::{majority_elects, minority_never_elects, n2_never_fails_over, primary_stable};
 pub use epochs::{epochs_monotonic, one_primary_per_epoch};
-pub use lost_writes::{acknowledged_writes_survive, lost_count, replicas_converge};
+pub use lost_writes::{
+    acknowledged_writes_survive, lost_count, replicas_converge, writes_acknowledged,
+};
 pub use old_primary::old_primary_follows;
 pub use split_brain::single_writable_primary;
 
@@ -93,6 +95,7 @@ pub fn check_all(h: &History, expect: &Expect) -> Vec<CheckResult> {
         minority_never_elects(h),
         primary_stable(h, expect),
         n2_never_fails_over(h),
+        writes_acknowledged(h),
         acknowledged_writes_survive(h),
         replicas_converge(h),
         epochs_monotonic(h),
