@@ -20,12 +20,17 @@ fn one_run(backend: Backend, timings: (&str, u64)) -> (u64, u64) {
     let mut n = 0;
     while t0.elapsed() < Duration::from_secs(60) {
         for &i in &others {
-            let client = redis::Client::open(format!("redis://127.0.0.1:{}/", cluster.nodes[i].data_port)).unwrap();
-            let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) else { continue };
+            let client =
+                redis::Client::open(format!("redis://127.0.0.1:{}/", cluster.nodes[i].data_port))
+                    .unwrap();
+            let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+                continue;
+            };
             let _ = c.set_read_timeout(Some(Duration::from_millis(1500)));
             n += 1;
             let key = format!("probe:{n}");
-            let set: redis::RedisResult<String> = redis::cmd("SET").arg(&key).arg("v").query(&mut c);
+            let set: redis::RedisResult<String> =
+                redis::cmd("SET").arg(&key).arg("v").query(&mut c);
             if set.is_ok() && first_set.is_none() {
                 first_set = Some(t0.elapsed().as_millis() as u64);
             }
@@ -40,18 +45,36 @@ fn one_run(backend: Backend, timings: (&str, u64)) -> (u64, u64) {
 
 fn summary(name: &str, mut v: Vec<u64>) {
     v.sort_unstable();
-    println!("{name}: median {} ms, min {} ms, max {} ms, runs {:?}", v[v.len() / 2], v[0], v[v.len() - 1], v);
+    println!(
+        "{name}: median {} ms, min {} ms, max {} ms, runs {:?}",
+        v[v.len() / 2],
+        v[0],
+        v[v.len() - 1],
+        v
+    );
 }
 
 #[test]
 #[ignore = "measurement, not a check: run explicitly"]
 fn measure_failover_times() {
-    let runs: usize = std::env::var("BENCH_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    let runs: usize = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5);
     for backend in [Backend::Kevy, Backend::Redis] {
-        for (label, timings) in [("short (down_after 600 ms)", SHORT_TIMINGS), ("default (down_after 5000 ms)", DEFAULT_TIMINGS)] {
+        for (label, timings) in [
+            ("short (down_after 600 ms)", SHORT_TIMINGS),
+            ("default (down_after 5000 ms)", DEFAULT_TIMINGS),
+        ] {
             let results: Vec<(u64, u64)> = (0..runs).map(|_| one_run(backend, timings)).collect();
-            summary(&format!("{backend:?} {label} kill -> first SET"), results.iter().map(|r| r.0).collect());
-            summary(&format!("{backend:?} {label} kill -> first SET+WAIT 1"), results.iter().map(|r| r.1).collect());
+            summary(
+                &format!("{backend:?} {label} kill -> first SET"),
+                results.iter().map(|r| r.0).collect(),
+            );
+            summary(
+                &format!("{backend:?} {label} kill -> first SET+WAIT 1"),
+                results.iter().map(|r| r.1).collect(),
+            );
         }
     }
 }

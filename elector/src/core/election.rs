@@ -8,7 +8,7 @@ impl Core {
     /// Whether this node may stand right now (protocol §6.5): priority above
     /// zero, a reachable data node, and not too far behind.
     pub(super) fn eligible(&self) -> bool {
-        if self.cfg.priority == 0 || !self.data_settled() || self.data_down_since.is_some() {
+        if self.cfg.priority == 0 || !self.obs.reachable || self.data_down_since.is_some() {
             return false;
         }
         self.lag().is_none_or(|lag| lag <= self.cfg.max_lag)
@@ -103,7 +103,14 @@ impl Core {
 
     /// Stands for election when the rules allow (protocol §5.1).
     pub(super) fn maybe_stand(&mut self) {
-        if self.candidacy.is_some() || self.now < self.backoff_until || !self.eligible() {
+        // Eligibility is what peers see (§4.2); settling (§6.5) only delays
+        // standing, so peers defer to a best node that is still detaching
+        // instead of standing against it.
+        if self.candidacy.is_some()
+            || self.now < self.backoff_until
+            || !self.eligible()
+            || !self.data_settled()
+        {
             return;
         }
         let Some(reason) = self.primary_gone() else {
