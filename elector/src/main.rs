@@ -118,6 +118,8 @@ fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info".into()),
         )
         .with_target(false)
+        // Plain text when logs go to a file or a container log.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let path = config::locate(config_path.as_deref())?;
     let loaded = config::load(&path)?;

@@ -189,6 +189,8 @@ impl Cluster {
                 ])
                 .arg(&data_dir)
                 .args([
+                    "--repl-diskless-sync-delay",
+                    "0",
                     "--appendonly",
                     "yes",
                     "--save",
