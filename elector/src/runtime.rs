@@ -366,6 +366,7 @@ impl Shell {
             } => {
                 tracing::info!(%primary, epoch, reason = %reason, "following");
                 let r = core.role();
+                self.book.transition(r, r, epoch, reason, now);
                 self.hooks
                     .fire(hook(HookKind::Follow, r, r, epoch, Some(primary), reason));
             }
