@@ -15,7 +15,10 @@ pub type NodeId = String;
 pub const MAX_NODE_ID_LEN: usize = 32;
 
 /// A node's self-perceived role, as carried in heartbeats and `/status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     Replica,
     Candidate,
@@ -23,6 +26,9 @@ pub enum Role {
 }
 
 impl Role {
+    /// All roles, in the order metrics list them.
+    pub const ALL: [Role; 3] = [Role::Primary, Role::Replica, Role::Candidate];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Replica => "replica",

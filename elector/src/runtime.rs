@@ -310,8 +310,8 @@ impl Shell {
             node_id: self.node_id.clone(),
             epoch,
             new_primary,
-            previous_role: previous_role.into(),
-            role: role.into(),
+            previous_role,
+            role,
             reason: reason.as_str().to_string(),
         };
         match notice {
@@ -404,21 +404,11 @@ impl Shell {
                     node_id: self.node_id.clone(),
                     epoch: core.epoch(),
                     new_primary: core.primary().map(str::to_string),
-                    previous_role: r.into(),
-                    role: r.into(),
+                    previous_role: r,
+                    role: r,
                     reason: what,
                 });
             }
-        }
-    }
-}
-
-impl From<Role> for crate::ops::status::Role {
-    fn from(r: Role) -> Self {
-        match r {
-            Role::Primary => crate::ops::status::Role::Primary,
-            Role::Replica => crate::ops::status::Role::Replica,
-            Role::Candidate => crate::ops::status::Role::Candidate,
         }
     }
 }

@@ -42,8 +42,8 @@ impl StatusBook {
     pub fn transition(&mut self, from: Role, to: Role, epoch: u64, reason: Reason, now: u64) {
         self.push(TransitionRecord {
             at_unix_ms: now,
-            from: from.into(),
-            to: to.into(),
+            from,
+            to,
             epoch,
             reason: reason.as_str().to_string(),
         });
@@ -116,7 +116,7 @@ impl StatusBook {
         let state = core.persisted();
         StatusSnapshot {
             node_id: config.node_id.clone(),
-            role: core.role().into(),
+            role: core.role(),
             epoch: core.epoch(),
             primary: core.primary().map(str::to_string),
             fenced: core.fenced(),
@@ -138,7 +138,7 @@ impl StatusBook {
                     PeerStatus {
                         id: id.to_string(),
                         alive: core.peer_alive(view),
-                        role: hb.map(|h| h.role.into()),
+                        role: hb.map(|h| h.role),
                         epoch: hb.map(|h| h.epoch),
                         offset: hb.map(|h| h.offset),
                         last_seen_ms: view.last_heard.map(|t| now.saturating_sub(t)),

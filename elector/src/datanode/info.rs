@@ -58,6 +58,28 @@ impl ReplicationInfo {
     }
 }
 
+/// The primary a replica was last pointed at: its configured address and
+/// the resolved address given to `REPLICAOF` (both backends keep one).
+#[derive(Debug, Clone, Default)]
+pub struct Upstream(Option<(String, String, u16)>);
+
+impl Upstream {
+    pub fn set(&mut self, configured: &str, host: String, port: u16) {
+        self.0 = Some((configured.to_string(), host, port));
+    }
+
+    pub fn clear(&mut self) {
+        self.0 = None;
+    }
+
+    /// Whether `info` shows the replica following the primary configured as `addr`.
+    pub fn satisfies(&self, addr: &str, info: &ReplicationInfo) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|(a, h, p)| a == addr && info.follows(h, *p))
+    }
+}
+
 /// A lazily (re)connected client.
 pub struct RespClient {
     url: String,

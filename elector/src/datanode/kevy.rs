@@ -6,7 +6,7 @@
 //! again). Run kevy with `threads = 1`: with several shards its INFO offset
 //! is per shard (docs/architecture.md §kevy).
 
-use super::info::RespClient;
+use super::info::{RespClient, Upstream};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
 
@@ -14,7 +14,7 @@ pub struct KevyNode {
     client: RespClient,
     replication_port_offset: u16,
     /// Resolved replication address of the primary we were last told to follow.
-    following: Option<(String, String, u16)>,
+    following: Upstream,
 }
 
 impl KevyNode {
@@ -22,7 +22,7 @@ impl KevyNode {
         KevyNode {
             client: RespClient::new(address, password),
             replication_port_offset,
-            following: None,
+            following: Upstream::default(),
         }
     }
 }
@@ -39,13 +39,13 @@ impl DataNodeAdapter for KevyNode {
     async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {
         match target {
             DataNodeTarget::Primary => {
-                self.following = None;
+                self.following.clear();
                 self.client
                     .call::<String>(&["REPLICAOF", "NO", "ONE"])
                     .await?;
             }
             DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => {
-                self.following = None;
+                self.following.clear();
                 let port = NOWHERE.1.to_string();
                 self.client
                     .call::<String>(&["REPLICAOF", NOWHERE.0, &port])
@@ -57,7 +57,7 @@ impl DataNodeAdapter for KevyNode {
                 self.client
                     .call::<String>(&["REPLICAOF", &host, &port.to_string()])
                     .await?;
-                self.following = Some((primary_addr.clone(), host, port));
+                self.following.set(primary_addr, host, port);
             }
         }
         Ok(())
@@ -69,10 +69,9 @@ impl DataNodeAdapter for KevyNode {
             DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => {
                 info.follows(NOWHERE.0, NOWHERE.1)
             }
-            DataNodeTarget::Follow { primary_addr, .. } => self
-                .following
-                .as_ref()
-                .is_some_and(|(addr, h, p)| addr == primary_addr && info.follows(h, *p)),
+            DataNodeTarget::Follow { primary_addr, .. } => {
+                self.following.satisfies(primary_addr, info)
+            }
         }
     }
 }

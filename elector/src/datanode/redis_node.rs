@@ -3,7 +3,7 @@
 //! makes it refuse writes: `min-replicas-to-write` set beyond the cluster
 //! size makes every write fail with NOREPLICAS until it is lifted.
 
-use super::info::RespClient;
+use super::info::{RespClient, Upstream};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
 
@@ -12,7 +12,7 @@ const FENCE_MIN_REPLICAS: &str = "1000";
 
 pub struct RedisNode {
     client: RespClient,
-    following: Option<(String, String, u16)>,
+    following: Upstream,
     fenced: Option<bool>,
 }
 
@@ -20,7 +20,7 @@ impl RedisNode {
     pub fn new(address: &str, password: Option<&str>) -> RedisNode {
         RedisNode {
             client: RespClient::new(address, password),
-            following: None,
+            following: Upstream::default(),
             fenced: None,
         }
     }
@@ -61,7 +61,7 @@ impl DataNodeAdapter for RedisNode {
                 self.client
                     .call::<String>(&["REPLICAOF", "NO", "ONE"])
                     .await?;
-                self.following = None;
+                self.following.clear();
                 self.set_fence(false).await?;
             }
             DataNodeTarget::FencedPrimary => {
@@ -69,7 +69,7 @@ impl DataNodeAdapter for RedisNode {
                 self.client
                     .call::<String>(&["REPLICAOF", "NO", "ONE"])
                     .await?;
-                self.following = None;
+                self.following.clear();
             }
             DataNodeTarget::Isolated => {
                 self.set_fence(true).await?;
@@ -77,7 +77,7 @@ impl DataNodeAdapter for RedisNode {
                 self.client
                     .call::<String>(&["REPLICAOF", NOWHERE.0, &port])
                     .await?;
-                self.following = None;
+                self.following.clear();
             }
             DataNodeTarget::Follow { primary_addr, .. } => {
                 self.set_fence(true).await?;
@@ -85,7 +85,7 @@ impl DataNodeAdapter for RedisNode {
                 self.client
                     .call::<String>(&["REPLICAOF", &host, &port.to_string()])
                     .await?;
-                self.following = Some((primary_addr.clone(), host, port));
+                self.following.set(primary_addr, host, port);
             }
         }
         Ok(())
@@ -96,10 +96,9 @@ impl DataNodeAdapter for RedisNode {
             DataNodeTarget::Primary => info.is_master() && self.fenced == Some(false),
             DataNodeTarget::FencedPrimary => info.is_master() && self.fenced == Some(true),
             DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
-            DataNodeTarget::Follow { primary_addr, .. } => self
-                .following
-                .as_ref()
-                .is_some_and(|(addr, h, p)| addr == primary_addr && info.follows(h, *p)),
+            DataNodeTarget::Follow { primary_addr, .. } => {
+                self.following.satisfies(primary_addr, info)
+            }
         }
     }
 }

@@ -15,34 +15,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Role of a node in the election protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    Primary,
-    Replica,
-    Candidate,
-}
-
-impl Role {
-    /// All roles, in the order metrics list them.
-    pub const ALL: [Role; 3] = [Role::Primary, Role::Replica, Role::Candidate];
-
-    /// The contract's spelling (`primary`, `replica`, `candidate`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Primary => "primary",
-            Role::Replica => "replica",
-            Role::Candidate => "candidate",
-        }
-    }
-}
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// The protocol's role type, serialised in the contract's spelling.
+pub use crate::protocol::Role;
 
 /// Transition reasons named by the contract. `TransitionRecord::reason` stays a
 /// `String` so a newer node's reason still parses in an older CLI; this list is
