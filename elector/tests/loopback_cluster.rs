@@ -14,17 +14,7 @@ use support::{acked_write, wait_until, Backend, Cluster};
 fn primary_kill_fails_over_and_the_old_primary_rejoins_read_only(backend: Backend) {
     let mut cluster = Cluster::start(backend, 3);
     let old = cluster.wait_primary(Duration::from_secs(15));
-    for i in (0..3).filter(|&i| i != old) {
-        wait_until(
-            Duration::from_secs(10),
-            || {
-                cluster
-                    .status(i)
-                    .is_some_and(|s| s["data_node"]["link_up"] == true)
-            },
-            "replica links",
-        );
-    }
+    cluster.wait_replica_links(old);
     let mut conn = cluster.client(old);
     // Only writes acknowledged by a replica (WAIT 1) are promised to survive.
     let acked: Vec<String> = (0..50)
@@ -134,17 +124,7 @@ fn a_two_node_redis_cluster_never_fails_over() {
 fn switchover_under_load_loses_no_acknowledged_write(backend: Backend) {
     let cluster = Cluster::start(backend, 3);
     let old = cluster.wait_primary(Duration::from_secs(15));
-    for i in (0..3).filter(|&i| i != old) {
-        wait_until(
-            Duration::from_secs(10),
-            || {
-                cluster
-                    .status(i)
-                    .is_some_and(|s| s["data_node"]["link_up"] == true)
-            },
-            "replica links",
-        );
-    }
+    cluster.wait_replica_links(old);
     let target = (0..3).find(|&i| i != old).unwrap();
     let target_id = cluster.nodes[target].id.clone();
     let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.data_port).collect();

@@ -137,6 +137,20 @@ impl RespClient {
         }
     }
 
+    /// `REPLICAOF host port`.
+    pub async fn replicaof(&mut self, host: &str, port: u16) -> Result<(), DataNodeError> {
+        self.call::<String>(&["REPLICAOF", host, &port.to_string()])
+            .await
+            .map(drop)
+    }
+
+    /// `REPLICAOF NO ONE`: become a primary.
+    pub async fn promote(&mut self) -> Result<(), DataNodeError> {
+        self.call::<String>(&["REPLICAOF", "NO", "ONE"])
+            .await
+            .map(drop)
+    }
+
     pub async fn replication_info(&mut self) -> Result<ReplicationInfo, DataNodeError> {
         let text: String = self.call(&["INFO", "replication"]).await?;
         ReplicationInfo::parse(&text)

@@ -40,23 +40,16 @@ impl DataNodeAdapter for KevyNode {
         match target {
             DataNodeTarget::Primary => {
                 self.following.clear();
-                self.client
-                    .call::<String>(&["REPLICAOF", "NO", "ONE"])
-                    .await?;
+                self.client.promote().await?;
             }
             DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => {
                 self.following.clear();
-                let port = NOWHERE.1.to_string();
-                self.client
-                    .call::<String>(&["REPLICAOF", NOWHERE.0, &port])
-                    .await?;
+                self.client.replicaof(NOWHERE.0, NOWHERE.1).await?;
             }
             DataNodeTarget::Follow { primary_addr, .. } => {
                 let (host, client_port) = resolve(primary_addr).await?;
                 let port = client_port.saturating_add(self.replication_port_offset);
-                self.client
-                    .call::<String>(&["REPLICAOF", &host, &port.to_string()])
-                    .await?;
+                self.client.replicaof(&host, port).await?;
                 self.following.set(primary_addr, host, port);
             }
         }

@@ -58,33 +58,24 @@ impl DataNodeAdapter for RedisNode {
             DataNodeTarget::Primary => {
                 // Promote while still fenced, then lift the fence.
                 self.set_fence(true).await?;
-                self.client
-                    .call::<String>(&["REPLICAOF", "NO", "ONE"])
-                    .await?;
+                self.client.promote().await?;
                 self.following.clear();
                 self.set_fence(false).await?;
             }
             DataNodeTarget::FencedPrimary => {
                 self.set_fence(true).await?;
-                self.client
-                    .call::<String>(&["REPLICAOF", "NO", "ONE"])
-                    .await?;
+                self.client.promote().await?;
                 self.following.clear();
             }
             DataNodeTarget::Isolated => {
                 self.set_fence(true).await?;
-                let port = NOWHERE.1.to_string();
-                self.client
-                    .call::<String>(&["REPLICAOF", NOWHERE.0, &port])
-                    .await?;
+                self.client.replicaof(NOWHERE.0, NOWHERE.1).await?;
                 self.following.clear();
             }
             DataNodeTarget::Follow { primary_addr, .. } => {
                 self.set_fence(true).await?;
                 let (host, port) = resolve(primary_addr).await?;
-                self.client
-                    .call::<String>(&["REPLICAOF", &host, &port.to_string()])
-                    .await?;
+                self.client.replicaof(&host, port).await?;
                 self.following.set(primary_addr, host, port);
             }
         }

@@ -277,6 +277,20 @@ impl Cluster {
         found.unwrap()
     }
 
+    /// Waits until every node but `primary` reports its replication link up.
+    pub fn wait_replica_links(&self, primary: usize) {
+        for i in (0..self.nodes.len()).filter(|&i| i != primary) {
+            wait_until(
+                Duration::from_secs(10),
+                || {
+                    self.status(i)
+                        .is_some_and(|s| s["data_node"]["link_up"] == true)
+                },
+                "replica links",
+            );
+        }
+    }
+
     pub fn client(&self, i: usize) -> redis::Connection {
         redis_client(self.nodes[i].data_port)
     }
