@@ -24,6 +24,13 @@ x-node: &node
   image: \${LAB_IMAGE:-elector-node:latest}
   cap_add: [NET_ADMIN]
   stop_grace_period: 10s
+  # Forget a dead node's MAC within about a second, so a connect to its IP fails
+  # (EHOSTUNREACH) instead of waiting out a 5 s connect timeout: kevy's REPLICAOF
+  # blocks until its replication thread's connect attempt ends (README, Known limits).
+  sysctls:
+    net.ipv4.neigh.eth0.base_reachable_time_ms: 250
+    net.ipv4.neigh.eth0.delay_first_probe_time: 1
+    net.ipv4.neigh.eth0.retrans_time_ms: 100
   # kevy logs a line per shard every 250 ms while its upstream is unreachable: cap logs
   logging:
     driver: json-file

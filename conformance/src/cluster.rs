@@ -21,6 +21,16 @@ use crate::docker::{self, LABEL_RUN, LABEL_SESSION, LABEL_SUITE};
 use crate::error::{Error, Result};
 use crate::scenario::Timings;
 
+/// Kernel neighbour-cache settings applied in every node's network namespace
+/// (the lab's compose files set the same): a killed node's address stops
+/// answering ARP within about a second, so connects to it fail rather than
+/// hang for their whole timeout.
+const NEIGHBOUR_SYSCTLS: [(&str, &str); 3] = [
+    ("net.ipv4.neigh.eth0.base_reachable_time_ms", "250"),
+    ("net.ipv4.neigh.eth0.delay_first_probe_time", "1"),
+    ("net.ipv4.neigh.eth0.retrans_time_ms", "100"),
+];
+
 /// What to start.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -182,6 +192,15 @@ impl Cluster {
                 .with_env_var("RUST_LOG", "info")
                 .with_startup_timeout(Duration::from_secs(60))
                 .with_host_config_modifier(|hc: &mut HostConfig| {
+                    // As the lab does (scripts/gen-compose.sh): forget a dead
+                    // node's MAC quickly, so connects to it fail instead of
+                    // hanging (kevy's REPLICAOF waits for them).
+                    hc.sysctls = Some(
+                        NEIGHBOUR_SYSCTLS
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.to_string()))
+                            .collect(),
+                    );
                     // Publish on loopback only.
                     if let Some(b) = hc.port_bindings.as_mut() {
                         for list in b.values_mut().flatten() {

@@ -164,7 +164,6 @@ pub async fn run(
         book,
         pending_switchover: None,
         node_id: config.node_id.clone(),
-        backend: config.data_node.kind,
     };
     shell.execute(&core, start_actions, clock.now());
 
@@ -243,7 +242,6 @@ struct Shell {
     book: StatusBook,
     pending_switchover: Option<PendingSwitchover>,
     node_id: String,
-    backend: DataNodeKind,
 }
 
 impl Shell {
@@ -257,14 +255,6 @@ impl Shell {
             let _ = request.reply.send(Err(SwitchoverError::NotPrimary {
                 primary: core.primary().map(str::to_string),
             }));
-            return Event::Tick;
-        }
-        if self.backend == DataNodeKind::Kevy {
-            // kevy's only fence is demotion, after which INFO no longer shows
-            // the old master offset: the catch-up cannot be verified, so a
-            // handover could lose writes. Refuse rather than risk it.
-            let why = "planned switchover is not supported on kevy 3.17.3: its only fence (REPLICAOF) hides the primary's offset, so zero loss cannot be verified".to_string();
-            let _ = request.reply.send(Err(SwitchoverError::Failed { why }));
             return Event::Tick;
         }
         if !core.config().is_member(&request.to) {

@@ -51,6 +51,12 @@ impl Timings {
     pub fn startup_grace_ms(&self) -> u64 {
         (3 * self.hb_interval_ms).min(self.down_after_ms)
     }
+
+    /// How long a node must have been eligible before it stands: two
+    /// heartbeats, so every live peer has heard it eligible (§5.1).
+    pub fn eligibility_announce_ms(&self) -> u64 {
+        2 * self.hb_interval_ms
+    }
 }
 
 /// One member of the cluster as the core needs it.

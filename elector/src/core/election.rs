@@ -101,6 +101,27 @@ impl Core {
         })
     }
 
+    /// Notes when this node became eligible. A node whose eligibility was
+    /// interrupted (its data node stalled, say) must not stand the instant
+    /// it recovers: every peer still believes it ineligible, and a peer that
+    /// recovered at the same moment (both were stalled by the same dead
+    /// primary) would stand too, splitting the vote. Waiting until its
+    /// heartbeats have announced the eligibility lets the better-ranked of
+    /// the two be seen and the other defer (§5.1).
+    pub(super) fn track_eligibility(&mut self) {
+        match (self.eligible(), self.eligible_since) {
+            (true, None) => self.eligible_since = Some(self.now),
+            (false, Some(_)) => self.eligible_since = None,
+            _ => {}
+        }
+    }
+
+    /// Eligible long enough for peers to have heard it (see above).
+    fn eligibility_announced(&self) -> bool {
+        self.eligible_since
+            .is_some_and(|since| self.now >= since + self.cfg.timings.eligibility_announce_ms())
+    }
+
     /// Stands for election when the rules allow (protocol §5.1).
     pub(super) fn maybe_stand(&mut self) {
         // Eligibility is what peers see (§4.2); settling (§6.5) only delays
@@ -137,7 +158,7 @@ impl Core {
         if reachable < self.cfg.quorum() && !self.cfg.faults.promote_without_quorum {
             return;
         }
-        if !handover_to_me && !self.is_best_candidate() {
+        if !handover_to_me && (!self.eligibility_announced() || !self.is_best_candidate()) {
             return;
         }
         self.start_candidacy(if handover_to_me {
@@ -283,9 +304,17 @@ impl Core {
         }
         c.rejects.insert(voter.clone());
         tracing::info!(epoch, %voter, reason = reason.as_str(), "offer refused");
-        if members - c.rejects.len() < quorum {
-            // A quorum is out of reach in this epoch: give up now instead of
-            // waiting for the election timeout.
+        // Voters that refused, and peers we have not heard for down_after,
+        // will not make up a quorum: give up now instead of waiting for the
+        // election timeout (a split vote with the primary dead would
+        // otherwise always cost a whole election timeout).
+        let down = self.cfg.timings.down_after_ms;
+        let silent = self
+            .peers
+            .iter_named()
+            .filter(|(id, view)| !c.rejects.contains(*id) && !view.alive(self.now, down))
+            .count();
+        if members - c.rejects.len() - silent < quorum {
             self.abandon_candidacy(Reason::LostElection);
         }
     }

@@ -87,6 +87,9 @@ pub struct Core {
     next_hb_at: Millis,
     obs: Observation,
     data_down_since: Option<Millis>,
+    /// Since when this node has been eligible without a break (`None`: not
+    /// eligible now). Standing waits until peers have heard it (§5.1).
+    eligible_since: Option<Millis>,
     target: DataNodeTarget,
     target_seq: u64,
     /// `(target seq, epoch)`: once the data node has applied that target and
@@ -129,6 +132,7 @@ impl Core {
             next_hb_at: now,
             obs: Observation::default(),
             data_down_since: None,
+            eligible_since: None,
             target: DataNodeTarget::Isolated,
             target_seq: 0,
             stream_claim: None,
@@ -208,6 +212,7 @@ impl Core {
         consider(self.primary_heard_at.map(|h| h + t.down_after_ms));
         consider(self.primary_heard_at.map(|h| h + t.voter_fresh_ms()));
         consider(self.data_down_since.map(|d| d + t.down_after_ms));
+        consider(self.eligible_since.map(|e| e + t.eligibility_announce_ms()));
         for view in self.peers.iter() {
             consider(
                 view.last_hb
@@ -441,6 +446,7 @@ impl Core {
             self.persist();
         }
         self.check_candidacy_timeout();
+        self.track_eligibility();
         if self.role == Role::Primary {
             self.check_data_node_on_primary();
         }
@@ -514,9 +520,8 @@ impl Core {
     fn sync_data_target(&mut self) {
         let me = self.cfg.node_id.as_str();
         let target = match self.role {
-            Role::Primary if self.fenced_by_lease || self.switchover.is_some() => {
-                DataNodeTarget::FencedPrimary
-            }
+            Role::Primary if self.fenced_by_lease => DataNodeTarget::FencedPrimary,
+            Role::Primary if self.switchover.is_some() => DataNodeTarget::HandingOver,
             Role::Primary => DataNodeTarget::Primary,
             // A vote (ours or for another) in a pending election declared
             // the old primary dead: stop taking its stream until the
@@ -537,7 +542,7 @@ impl Core {
                 // primary so its replicas keep streaming until the successor
                 // announces itself.
                 (Some(p), Some(_)) if p == me && self.switchover.is_some() => {
-                    DataNodeTarget::FencedPrimary
+                    DataNodeTarget::HandingOver
                 }
                 _ => DataNodeTarget::Isolated,
             },

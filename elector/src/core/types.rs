@@ -42,9 +42,15 @@ pub struct PersistedState {
 pub enum DataNodeTarget {
     /// Accept writes: `REPLICAOF NO ONE` and no fence.
     Primary,
-    /// A primary that must not accept writes right now (quorum lost, or a
-    /// switchover is draining). Keeps its data and replication stream.
+    /// A primary that must not accept writes right now (quorum lost, or
+    /// elected and waiting for its first lease). Keeps its data.
     FencedPrimary,
+    /// A primary draining for a planned handover (protocol §8): refuses
+    /// writes but stays a primary, so its replicas keep streaming and its
+    /// offset stays readable until the successor has caught up. A backend
+    /// that cannot keep a fenced node a primary must fail to apply this
+    /// (the switchover then rolls back) rather than fall back to demotion.
+    HandingOver,
     /// Replicate from `primary` (whose data address is `primary_addr`).
     Follow {
         primary: NodeId,

@@ -62,7 +62,7 @@ impl DataNodeAdapter for RedisNode {
                 self.following.clear();
                 self.set_fence(false).await?;
             }
-            DataNodeTarget::FencedPrimary => {
+            DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver => {
                 self.set_fence(true).await?;
                 self.client.promote().await?;
                 self.following.clear();
@@ -85,7 +85,9 @@ impl DataNodeAdapter for RedisNode {
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool {
         match target {
             DataNodeTarget::Primary => info.is_master() && self.fenced == Some(false),
-            DataNodeTarget::FencedPrimary => info.is_master() && self.fenced == Some(true),
+            DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver => {
+                info.is_master() && self.fenced == Some(true)
+            }
             DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
             DataNodeTarget::Follow { primary_addr, .. } => {
                 self.following.satisfies(primary_addr, info)

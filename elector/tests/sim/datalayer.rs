@@ -47,7 +47,9 @@ impl DataNode {
         self.up
             && matches!(
                 self.applied,
-                DataNodeTarget::Primary | DataNodeTarget::FencedPrimary
+                DataNodeTarget::Primary
+                    | DataNodeTarget::FencedPrimary
+                    | DataNodeTarget::HandingOver
             )
     }
 

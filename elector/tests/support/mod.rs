@@ -28,6 +28,8 @@ pub struct NodeProcs {
     pub data_port: u16,
     pub api_port: u16,
     pub election_port: u16,
+    /// The elector's Sentinel-compatible RESP listener.
+    pub sentinel_port: u16,
     pub data: Option<Child>,
     pub elector: Option<Child>,
     pub dir: PathBuf,
@@ -116,6 +118,7 @@ impl Cluster {
                 data_port: data_port(),
                 api_port: free_port(),
                 election_port: free_port(),
+                sentinel_port: free_port(),
                 data: None,
                 elector: None,
                 dir: tmp.path().join(format!("n{i}")),
@@ -133,13 +136,14 @@ impl Cluster {
         for node in &mut nodes {
             std::fs::create_dir_all(node.dir.join("data")).unwrap();
             let yaml = format!(
-                "node_id: {id}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\" }}\n\
+                "node_id: {id}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\", sentinel: \"127.0.0.1:{s}\" }}\n\
                  data_dir: {dir}/elector\ndata_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\" }}\n\
                  peers:\n{peers}timings: {t}\n",
                 t = timings.0,
                 id = node.id,
                 e = node.election_port,
                 a = node.api_port,
+                s = node.sentinel_port,
                 dir = node.dir.display(),
                 kind = if backend == Backend::Kevy { "kevy" } else { "redis" },
                 d = node.data_port,
