@@ -860,6 +860,7 @@ pub async fn run_scenario(
         nodes: scn.nodes,
         elector_bin: elector_bin.clone(),
         expect_violation: scn.expect.violation,
+        expect_failover: scn.expect.failover == Some(true),
         checks_passed: false,
         passed: false,
         error: None,

@@ -3,10 +3,17 @@
 //! Prints, per backend and timing set, the median and spread of
 //! SIGKILL-of-the-primary to (a) the first SET accepted by the new primary and
 //! (b) the first SET acknowledged by a replica (WAIT 1).
+//!
+//! `sentinel_and_elector_failover_side_by_side` measures the elector and a
+//! real Redis Sentinel deployment (3 redis-server + 3 redis-sentinel) the same
+//! way in one run: SIGKILL of the primary to the first SET accepted by the
+//! primary that `SENTINEL get-master-addr-by-name` names (env `BENCH_RUNS`,
+//! default 5; `BENCH_DOWN_AFTER_MS`, default 1000).
 
 mod support;
 
 use std::time::{Duration, Instant};
+use support::sentinel_peer::{SentinelPeer, MASTER_NAME};
 use support::{acked_write, Backend, Cluster, DEFAULT_TIMINGS, SHORT_TIMINGS};
 
 fn one_run(backend: Backend, timings: (&str, u64)) -> (u64, u64) {
@@ -77,4 +84,161 @@ fn measure_failover_times() {
             );
         }
     }
+}
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `SENTINEL get-master-addr-by-name mymaster` on the listener at `port`.
+fn discover(port: u16) -> Option<(String, u16)> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_millis(200))
+        .ok()?;
+    c.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    let addr: Option<Vec<String>> = redis::cmd("SENTINEL")
+        .arg("get-master-addr-by-name")
+        .arg(MASTER_NAME)
+        .query(&mut c)
+        .ok()?;
+    let addr = addr?;
+    Some((addr.first()?.clone(), addr.get(1)?.parse().ok()?))
+}
+
+fn set_ok(host: &str, port: u16, key: &str) -> bool {
+    let Ok(client) = redis::Client::open(format!("redis://{host}:{port}/")) else {
+        return false;
+    };
+    let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+    let set: redis::RedisResult<String> = redis::cmd("SET").arg(key).arg("v").query(&mut c);
+    set.is_ok()
+}
+
+/// Every 10 ms, bounded to 30 s: asks each live discovery listener in turn
+/// for the primary and SETs there; ms from `t0` to the first SET accepted.
+fn kill_to_discovered_set(t0: Instant, discovery: &[u16]) -> Option<u64> {
+    let mut n = 0u64;
+    while t0.elapsed() < Duration::from_secs(30) {
+        let mut tried: Vec<(String, u16)> = Vec::new();
+        for &port in discovery {
+            let Some(addr) = discover(port) else {
+                continue;
+            };
+            if tried.contains(&addr) {
+                continue;
+            }
+            n += 1;
+            if set_ok(&addr.0, addr.1, &format!("side-by-side:{n}")) {
+                return Some(t0.elapsed().as_millis() as u64);
+            }
+            tried.push(addr);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// Waits until every listener in `discovery` names `port` as the primary.
+fn wait_discovery_names(discovery: &[u16], port: u16) {
+    support::wait_until(
+        Duration::from_secs(15),
+        || {
+            discovery
+                .iter()
+                .all(|&d| discover(d).is_some_and(|a| a.1 == port))
+        },
+        "every discovery listener to name the primary",
+    );
+}
+
+fn elector_side_by_side_run(down_after_ms: u64) -> u64 {
+    let yaml = format!(
+        "{{ hb_interval_ms: 100, down_after_ms: {down_after_ms}, election_timeout_ms: 1000, \
+         backoff_min_ms: 100, backoff_max_ms: 300, data_poll_ms: 50 }}"
+    );
+    let mut cluster = Cluster::start_with(Backend::Redis, 3, (&yaml, down_after_ms));
+    let old = cluster.wait_primary(Duration::from_secs(30));
+    cluster.wait_replica_links(old);
+    let all: Vec<u16> = cluster.nodes.iter().map(|n| n.sentinel_port).collect();
+    wait_discovery_names(&all, cluster.nodes[old].data_port);
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    cluster.kill_node(old);
+    let live: Vec<u16> = (0..cluster.nodes.len())
+        .filter(|&i| i != old)
+        .map(|i| cluster.nodes[i].sentinel_port)
+        .collect();
+    kill_to_discovered_set(t0, &live)
+        .expect("elector: no SET accepted by a discovered primary within 30 s")
+}
+
+fn sentinel_side_by_side_run(down_after_ms: u64) -> u64 {
+    let mut peer = SentinelPeer::start(down_after_ms);
+    wait_discovery_names(&peer.sentinel_ports, peer.redis_ports[0]);
+    std::thread::sleep(Duration::from_millis(500));
+    let t0 = Instant::now();
+    peer.kill_redis(0);
+    let sentinels = peer.sentinel_ports.clone();
+    kill_to_discovered_set(t0, &sentinels)
+        .expect("redis-sentinel: no SET accepted by a discovered primary within 30 s")
+}
+
+fn upper_median(v: &[u64]) -> u64 {
+    v[v.len() / 2]
+}
+
+#[test]
+#[ignore = "measurement, not a check: run explicitly"]
+fn sentinel_and_elector_failover_side_by_side() {
+    let runs: usize = env_or("BENCH_RUNS", 5).clamp(1, 50);
+    let down_after_ms: u64 = env_or("BENCH_DOWN_AFTER_MS", 1000);
+    let mut elector = Vec::with_capacity(runs);
+    let mut sentinel = Vec::with_capacity(runs);
+    // Interleaved, so that machine load falls on both alike.
+    for r in 1..=runs {
+        let e = elector_side_by_side_run(down_after_ms);
+        eprintln!("run {r}/{runs}: elector {e} ms");
+        elector.push(e);
+        let s = sentinel_side_by_side_run(down_after_ms);
+        eprintln!("run {r}/{runs}: redis-sentinel {s} ms");
+        sentinel.push(s);
+    }
+    println!(
+        "\nSIGKILL of the primary -> first SET accepted by the primary named by \
+         SENTINEL get-master-addr-by-name (loopback, 3 nodes, fresh deployment per run, \
+         poll every 10 ms)"
+    );
+    println!(
+        "{:<16} {:>10} {:>5} {:>9} {:>9} {:>9}  raw (ms, in run order)",
+        "system", "down_after", "runs", "median", "min", "max"
+    );
+    for (name, raw) in [("elector", &elector), ("redis-sentinel", &sentinel)] {
+        let mut sorted = raw.clone();
+        sorted.sort_unstable();
+        println!(
+            "{:<16} {:>7} ms {:>5} {:>6} ms {:>6} ms {:>6} ms  {:?}",
+            name,
+            down_after_ms,
+            raw.len(),
+            upper_median(&sorted),
+            sorted[0],
+            sorted[sorted.len() - 1],
+            raw
+        );
+    }
+    let mut e = elector.clone();
+    let mut s = sentinel.clone();
+    e.sort_unstable();
+    s.sort_unstable();
+    println!(
+        "ratio of medians elector / redis-sentinel: {:.2}",
+        upper_median(&e) as f64 / upper_median(&s) as f64
+    );
 }

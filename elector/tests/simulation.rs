@@ -15,7 +15,8 @@ const RUN_MS: u64 = 30_000;
 const SETTLE_MS: u64 = 20_000;
 
 /// One random schedule: partitions (one-way included), crashes of the
-/// elector alone or the whole node, restarts, pauses; then everything heals
+/// elector alone or the whole node, restarts, pauses, planned switchovers
+/// (which then race every other fault); then everything heals
 /// and the cluster must converge on exactly one primary.
 /// On failure: the simulation (boxed: it is large) and what went wrong.
 type Failure = Box<(Sim, String)>;
@@ -32,7 +33,7 @@ fn run_schedule(seed: u64, faults: Faults) -> Result<Sim, Failure> {
             return Err(Box::new((sim, e)));
         }
         let victim = pick.gen_range(0..n);
-        let fault = pick.gen_range(0..10);
+        let fault = pick.gen_range(0..11);
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!("{t:>6} FAULT {fault} victim=n{}", victim + 1);
         }
@@ -76,6 +77,7 @@ fn run_schedule(seed: u64, faults: Faults) -> Result<Sim, Failure> {
                 let ms = pick.gen_range(200..2_500);
                 sim.pause(victim, ms);
             }
+            9 => sim.request_switchover(victim, pick.gen_range(300..3_000)),
             _ => {
                 // Bridge: the victim sees both halves, the halves not each other.
                 let half: Vec<usize> = (0..n)

@@ -35,6 +35,10 @@ pub struct RunResult {
     pub elector_bin: String,
     /// Negative control: the checkers were expected to fail.
     pub expect_violation: bool,
+    /// The scenario expects a failover (its time counts in the summary's
+    /// failover statistics; an N=2 "new primary after the restart" does not).
+    #[serde(default)]
+    pub expect_failover: bool,
     /// Every applicable checker passed.
     pub checks_passed: bool,
     /// The run met its expectation (checkers pass, or fail for a negative control) and the
@@ -137,6 +141,7 @@ pub(crate) mod tests {
             nodes: 3,
             elector_bin: "elector".into(),
             expect_violation: false,
+            expect_failover: true,
             checks_passed: false,
             passed: false,
             error: None,

@@ -145,8 +145,13 @@ impl Core {
         if self.switchover.is_some() {
             return;
         }
+        // The deference is bounded by `down_after`: a successor that
+        // restarted in between no longer knows it was chosen, and would
+        // itself defer to a better-ranked node that defers to it (found by
+        // the simulator, seed 882 with switchovers).
         if let Some(to) = handover_to.filter(|_| !handover_to_me) {
-            if self.peers.get(to).is_some_and(|v| self.peer_alive(v)) {
+            let deferring = self.now < self.handover_learned_at + self.cfg.timings.down_after_ms;
+            if deferring && self.peers.get(to).is_some_and(|v| self.peer_alive(v)) {
                 return;
             }
         }

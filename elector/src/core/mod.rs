@@ -76,6 +76,9 @@ pub struct Core {
     /// The primary of `state.epoch` has given up the role (switchover, data
     /// node down, or a restart); `Some(Some(id))` names its chosen successor.
     primary_resigned: Option<Option<NodeId>>,
+    /// When we learned of the handover in `primary_resigned` (others defer
+    /// to the named successor only for a bounded time, §8).
+    handover_learned_at: Millis,
     peers: Peers,
     /// Highest epoch seen in any message (a hint for choosing the next epoch).
     max_seen_epoch: u64,
@@ -92,6 +95,8 @@ pub struct Core {
     eligible_since: Option<Millis>,
     target: DataNodeTarget,
     target_seq: u64,
+    /// The action carrying `target` was dropped by a failed persist.
+    target_dropped: bool,
     /// `(target seq, epoch)`: once the data node has applied that target and
     /// reports its link up, its data is part of `epoch`'s stream.
     stream_claim: Option<(u64, u64)>,
@@ -124,6 +129,7 @@ impl Core {
             primary_heard_at: None,
             primary_stamp: 0,
             primary_resigned: None,
+            handover_learned_at: now,
             peers,
             started_at: now,
             voted_at: now,
@@ -135,6 +141,7 @@ impl Core {
             eligible_since: None,
             target: DataNodeTarget::Isolated,
             target_seq: 0,
+            target_dropped: false,
             stream_claim: None,
             fenced_by_lease: false,
             lease_held_once: false,
@@ -213,6 +220,7 @@ impl Core {
         consider(self.primary_heard_at.map(|h| h + t.voter_fresh_ms()));
         consider(self.data_down_since.map(|d| d + t.down_after_ms));
         consider(self.eligible_since.map(|e| e + t.eligibility_announce_ms()));
+        consider(Some(self.handover_learned_at + t.down_after_ms));
         for view in self.peers.iter() {
             consider(
                 view.last_hb
@@ -265,6 +273,30 @@ impl Core {
     pub fn observation(&self) -> &Observation {
         &self.obs
     }
+    /// The timers and gates that decide whether this node stands or votes,
+    /// in one line: what a simulator failure report needs to explain a stall.
+    pub fn diagnostics(&self) -> String {
+        format!(
+            "candidacy={:?} backoff_until={} eligible={} eligible_since={:?} settled={} \
+             resigned={:?} switchover={:?} vote_pending={} held={} persist_seq={} durable_seq={} \
+             target={:?} target_seq={} applied_seq={}",
+            self.candidacy.as_ref().map(|c| c.epoch),
+            self.backoff_until,
+            self.eligible(),
+            self.eligible_since,
+            self.data_settled(),
+            self.primary_resigned,
+            self.switchover.as_ref().map(|s| (&s.to, s.deadline)),
+            self.vote_pending(),
+            self.held.len(),
+            self.persist_seq,
+            self.durable_seq,
+            self.target,
+            self.target_seq,
+            self.obs.applied_seq,
+        )
+    }
+
     pub fn switchover_target(&self) -> Option<&str> {
         self.switchover.as_ref().map(|s| s.to.as_str())
     }
@@ -312,8 +344,9 @@ impl Core {
         let me = self.cfg.node_id.clone();
         if hb.epoch > self.state.epoch {
             // Protocol §5.3: a newer committed epoch wins; follow its primary.
-            if let Some(p) = hb.primary.clone() {
-                self.learn_primary(hb.epoch, p, Reason::NewerEpoch);
+            match hb.primary.clone() {
+                Some(p) => self.learn_primary(hb.epoch, p, Reason::NewerEpoch),
+                None => self.adopt_epoch_without_primary(hb.epoch),
             }
             return;
         }
@@ -424,6 +457,17 @@ impl Core {
         // stays held, so the node is silent and its data node keeps the
         // fence we apply here; peers see it as down, which it is.
         tracing::error!(seq, %error, "persisting the election state failed");
+        // A dropped data-node target must be issued again (with a new seq):
+        // `sync_data_target` only emits on change, and a target that never
+        // reaches the adapter never settles, so the node could never vote or
+        // stand again (found by the simulator, seed 145 with switchovers).
+        if self
+            .held
+            .iter()
+            .any(|(_, a)| matches!(a, Action::ApplyDataNode { .. }))
+        {
+            self.target_dropped = true;
+        }
         self.held.clear();
         self.persist_retry_at = Some(self.now + self.cfg.timings.hb_interval_ms);
         self.candidacy = None;
@@ -502,6 +546,33 @@ impl Core {
         }));
     }
 
+    /// A peer is in a newer committed epoch but does not know its primary
+    /// (it restarted since). Our own epoch is over all the same: a primary of
+    /// an older epoch that stayed would be deferred to as the best-ranked
+    /// node and never stand, while the others wait for it (found by the
+    /// simulator, seed 3152). Join the epoch as a replica with no known
+    /// primary, as a restarted node does; the ordinary election follows.
+    fn adopt_epoch_without_primary(&mut self, epoch: u64) {
+        self.state.epoch = epoch;
+        self.persist();
+        self.max_seen_epoch = self.max_seen_epoch.max(epoch);
+        self.candidacy = None;
+        self.primary = None;
+        self.primary_resigned = None;
+        self.primary_heard_at = None;
+        self.primary_stamp = 0;
+        self.fenced_by_lease = false;
+        if let Some(sw) = self.switchover.take() {
+            self.emit(Action::Notify(Notice::SwitchoverFinished {
+                to: sw.to,
+                result: Err(format!("epoch {epoch} began elsewhere")),
+            }));
+        }
+        if self.role != Role::Replica {
+            self.set_role(Role::Replica, Reason::NewerEpoch);
+        }
+    }
+
     fn set_role(&mut self, to: Role, reason: Reason) {
         let from = self.role;
         self.role = to;
@@ -547,7 +618,7 @@ impl Core {
                 _ => DataNodeTarget::Isolated,
             },
         };
-        if target != self.target {
+        if target != self.target || std::mem::take(&mut self.target_dropped) {
             self.target = target.clone();
             self.target_seq += 1;
             self.stream_claim = match target {

@@ -71,6 +71,7 @@ impl Core {
     /// replica, primary = us) and elect without waiting for `down_after`.
     fn resign(&mut self, successor: Option<NodeId>, reason: Reason) {
         self.primary_resigned = Some(successor.clone());
+        self.handover_learned_at = self.now;
         self.set_role(Role::Replica, reason);
         if let Some(to) = successor {
             self.broadcast(Message::Handover {
@@ -89,6 +90,7 @@ impl Core {
         }
         tracing::info!(epoch, %from, %to, "primary hands over");
         self.primary_resigned = Some(Some(to));
+        self.handover_learned_at = self.now;
         // `maybe_stand` (run next by `evaluate`) starts the target's candidacy.
         self.backoff_until = self.backoff_until.min(self.now);
     }

@@ -255,6 +255,23 @@ impl Sim {
         }
     }
 
+    /// An operator asks whichever node believes it is primary for a planned
+    /// handover to `to` (protocol §8); nothing happens if there is none.
+    pub fn request_switchover(&mut self, to: usize, timeout_ms: u64) {
+        let Some(from) = (0..self.nodes.len()).find(|&i| self.role_of(i) == Some(Role::Primary))
+        else {
+            return;
+        };
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!(
+                "{:>6} SWITCHOVER {} -> {}",
+                self.now, self.ids[from], self.ids[to]
+            );
+        }
+        let to = self.ids[to].clone();
+        self.feed(from, Event::SwitchoverRequested { to, timeout_ms });
+    }
+
     pub fn heal(&mut self) {
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!("{:>6} HEAL", self.now);
@@ -591,7 +608,7 @@ impl Sim {
         for (i, node) in self.nodes.iter().enumerate() {
             match &node.core {
                 Some(c) => s.push_str(&format!(
-                    "{}: role={} epoch={} primary={:?} fenced={} data={:?} log={} disk={:?}\n",
+                    "{}: role={} epoch={} primary={:?} fenced={} data={:?} log={} disk={:?}\n    {}\n",
                     self.ids[i],
                     c.role(),
                     c.epoch(),
@@ -599,7 +616,8 @@ impl Sim {
                     c.fenced(),
                     node.data.applied,
                     node.data.log.len(),
-                    node.disk
+                    node.disk,
+                    c.diagnostics()
                 )),
                 None => s.push_str(&format!("{}: down\n", self.ids[i])),
             }

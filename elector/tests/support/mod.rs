@@ -3,6 +3,8 @@
 //! data nodes plus one `elector` binary each. Everything started here is
 //! killed when the [`Cluster`] drops, also when a test panics.
 
+pub mod sentinel_peer;
+
 use serde_json::Value;
 use std::net::TcpListener;
 use std::path::PathBuf;
