@@ -46,14 +46,22 @@ impl StatusBook {
             to,
             epoch,
             reason: reason.as_str().to_string(),
+            fenced: None,
         });
     }
 
     /// Fence changes on a primary are transitions primary -> primary with
-    /// their own reason (quorum_lost, quorum_regained, switchover ...).
+    /// their own reason (quorum_lost, quorum_regained, switchover ...) and
+    /// the new fence state.
     pub fn fence(&mut self, fenced: bool, epoch: u64, reason: Reason, now: u64) {
-        let _ = fenced;
-        self.transition(Role::Primary, Role::Primary, epoch, reason, now);
+        self.push(TransitionRecord {
+            at_unix_ms: now,
+            from: Role::Primary,
+            to: Role::Primary,
+            epoch,
+            reason: reason.as_str().to_string(),
+            fenced: Some(fenced),
+        });
     }
 
     fn push(&mut self, record: TransitionRecord) {

@@ -148,13 +148,18 @@ fn yes_no(b: bool) -> String {
 fn last_transition(s: &StatusSnapshot, now_unix_ms: u64) -> String {
     match s.transitions.last() {
         None => "-".into(),
-        Some(t) => format!(
-            "{} -> {} ({}) {} ago",
-            t.from,
-            t.to,
-            t.reason,
-            format_age(now_unix_ms.saturating_sub(t.at_unix_ms))
-        ),
+        Some(t) => {
+            let change = match t.fenced {
+                Some(true) => format!("{} fenced", t.to),
+                Some(false) => format!("{} writable", t.to),
+                None => format!("{} -> {}", t.from, t.to),
+            };
+            format!(
+                "{change} ({}) {} ago",
+                t.reason,
+                format_age(now_unix_ms.saturating_sub(t.at_unix_ms))
+            )
+        }
     }
 }
 
@@ -499,6 +504,7 @@ mod tests {
                 "lost_election"
             }
             .into(),
+            fenced: None,
         });
         s
     }

@@ -89,6 +89,10 @@ pub struct TransitionRecord {
     pub epoch: u64,
     /// Machine-readable cause, one of [`TRANSITION_REASONS`] (snake case).
     pub reason: String,
+    /// Set on a primary's fence change (from = to = primary): whether writes
+    /// are now refused. Absent on role changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fenced: Option<bool>,
 }
 
 /// Phase of a planned handover.
