@@ -62,9 +62,9 @@ test:
     just conformance
 
 # conformance scenarios (quick set) against real containers
-# The CI gate: the quick scenarios on the Redis backend. On kevy 3.17.3 the
-# quick set passes except n2-primary-kill, which fails for a kevy replication
-# defect (README "Known limits"); kevy runs in conformance-full.
+# The CI gate: the quick scenarios on the Redis backend. On kevy 3.17.3
+# n2-primary-kill and isolate-replica-heal fail intermittently for two kevy
+# defects (README "Known limits"); kevy runs in conformance-full.
 conformance:
     cargo run -p conformance --release -- run --suite quick --backend redis
 

@@ -189,7 +189,8 @@ pub struct NetemSpec {
 pub enum Step {
     /// Wait until exactly one unfenced primary is visible (fails the run after the timeout).
     WaitPrimary(Dur),
-    /// Wait until a primary other than the one before the last fault is visible.
+    /// Wait until a primary other than the one the last primary-removing fault
+    /// took away (or, without one, the one before the last fault) is visible.
     WaitNewPrimary(Dur),
     StartWriters,
     StopWriters,
