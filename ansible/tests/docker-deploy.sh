@@ -264,4 +264,23 @@ for i in $(seq 1 "$nodes"); do
     say "$c (replica): SET -> $r"
   fi
 done
+if [ "$mode" = systemd ]; then
+  # The data node must not outlive a dead elector, and both come back.
+  c=$(cname 1)
+  docker exec "$c" systemctl kill -s KILL elector
+  gone=0
+  for _ in $(seq 1 30); do
+    if [ "$(docker exec "$c" systemctl is-active elector-datanode 2>/dev/null)" != active ]; then gone=1; break; fi
+    sleep 0.1
+  done
+  [ $gone = 1 ] || die "$c: the data node kept running after its elector was killed"
+  back=0
+  for _ in $(seq 1 100); do
+    if [ "$(docker exec "$c" systemctl is-active elector)" = active ] \
+      && docker exec "$c" redis-cli -p 6379 PING 2>/dev/null | grep -q PONG; then back=1; break; fi
+    sleep 0.2
+  done
+  [ $back = 1 ] || die "$c: elector and data node did not come back after the elector was killed"
+  say "$c: killing the elector stopped its data node; Restart= brought both back"
+fi
 say "PASS ($nodes nodes, $backend, $mode)"
