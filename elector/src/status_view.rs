@@ -40,31 +40,40 @@ impl StatusBook {
     }
 
     pub fn transition(&mut self, from: Role, to: Role, epoch: u64, reason: Reason, now: u64) {
-        self.push(TransitionRecord {
-            at_unix_ms: now,
-            from,
-            to,
-            epoch,
-            reason: reason.as_str().to_string(),
-            fenced: None,
-        });
+        self.push(from, to, epoch, reason, None, now);
     }
 
     /// Fence changes on a primary are transitions primary -> primary with
     /// their own reason (quorum_lost, quorum_regained, switchover ...) and
     /// the new fence state.
     pub fn fence(&mut self, fenced: bool, epoch: u64, reason: Reason, now: u64) {
-        self.push(TransitionRecord {
-            at_unix_ms: now,
-            from: Role::Primary,
-            to: Role::Primary,
+        self.push(
+            Role::Primary,
+            Role::Primary,
             epoch,
-            reason: reason.as_str().to_string(),
-            fenced: Some(fenced),
-        });
+            reason,
+            Some(fenced),
+            now,
+        );
     }
 
-    fn push(&mut self, record: TransitionRecord) {
+    fn push(
+        &mut self,
+        from: Role,
+        to: Role,
+        epoch: u64,
+        reason: Reason,
+        fenced: Option<bool>,
+        now: u64,
+    ) {
+        let record = TransitionRecord {
+            at_unix_ms: now,
+            from,
+            to,
+            epoch,
+            reason: reason.as_str().to_string(),
+            fenced,
+        };
         if self.transitions.len() == TRANSITIONS_KEPT {
             self.transitions.pop_front();
         }

@@ -14,7 +14,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 use support::sentinel_peer::{SentinelPeer, MASTER_NAME};
-use support::{acked_write, Backend, Cluster, DEFAULT_TIMINGS, SHORT_TIMINGS};
+use support::{acked_write, try_connect, Backend, Cluster, DEFAULT_TIMINGS, SHORT_TIMINGS};
 
 fn one_run(backend: Backend, timings: (&str, u64)) -> (u64, u64) {
     let mut cluster = Cluster::start_with(backend, 3, timings);
@@ -27,13 +27,10 @@ fn one_run(backend: Backend, timings: (&str, u64)) -> (u64, u64) {
     let mut n = 0;
     while t0.elapsed() < Duration::from_secs(60) {
         for &i in &others {
-            let client =
-                redis::Client::open(format!("redis://127.0.0.1:{}/", cluster.nodes[i].data_port))
-                    .unwrap();
-            let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
+            let port = cluster.nodes[i].data_port;
+            let Some(mut c) = try_connect("127.0.0.1", port, Duration::from_millis(1500)) else {
                 continue;
             };
-            let _ = c.set_read_timeout(Some(Duration::from_millis(1500)));
             n += 1;
             let key = format!("probe:{n}");
             let set: redis::RedisResult<String> =
@@ -50,24 +47,27 @@ fn one_run(backend: Backend, timings: (&str, u64)) -> (u64, u64) {
     panic!("no failover within 60 s");
 }
 
-fn summary(name: &str, mut v: Vec<u64>) {
-    v.sort_unstable();
-    println!(
-        "{name}: median {} ms, min {} ms, max {} ms, runs {:?}",
-        v[v.len() / 2],
-        v[0],
-        v[v.len() - 1],
-        v
-    );
+/// `(median, min, max)` of a non-empty sample; the upper middle value for an
+/// even count.
+fn spread(v: &[u64]) -> (u64, u64, u64) {
+    let mut sorted = v.to_vec();
+    sorted.sort_unstable();
+    (
+        sorted[sorted.len() / 2],
+        sorted[0],
+        sorted[sorted.len() - 1],
+    )
+}
+
+fn summary(name: &str, v: Vec<u64>) {
+    let (median, min, max) = spread(&v);
+    println!("{name}: median {median} ms, min {min} ms, max {max} ms, runs {v:?}");
 }
 
 #[test]
 #[ignore = "measurement, not a check: run explicitly"]
 fn measure_failover_times() {
-    let runs: usize = std::env::var("BENCH_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(5);
+    let runs: usize = env_or("BENCH_RUNS", 5);
     for backend in [Backend::Kevy, Backend::Redis] {
         for (label, timings) in [
             ("short (down_after 600 ms)", SHORT_TIMINGS),
@@ -95,11 +95,7 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
 
 /// `SENTINEL get-master-addr-by-name mymaster` on the listener at `port`.
 fn discover(port: u16) -> Option<(String, u16)> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-    let mut c = client
-        .get_connection_with_timeout(Duration::from_millis(200))
-        .ok()?;
-    c.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    let mut c = try_connect("127.0.0.1", port, Duration::from_millis(500))?;
     let addr: Option<Vec<String>> = redis::cmd("SENTINEL")
         .arg("get-master-addr-by-name")
         .arg(MASTER_NAME)
@@ -110,13 +106,9 @@ fn discover(port: u16) -> Option<(String, u16)> {
 }
 
 fn set_ok(host: &str, port: u16, key: &str) -> bool {
-    let Ok(client) = redis::Client::open(format!("redis://{host}:{port}/")) else {
+    let Some(mut c) = try_connect(host, port, Duration::from_millis(500)) else {
         return false;
     };
-    let Ok(mut c) = client.get_connection_with_timeout(Duration::from_millis(200)) else {
-        return false;
-    };
-    let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
     let set: redis::RedisResult<String> = redis::cmd("SET").arg(key).arg("v").query(&mut c);
     set.is_ok()
 }
@@ -190,10 +182,6 @@ fn sentinel_side_by_side_run(down_after_ms: u64) -> u64 {
         .expect("redis-sentinel: no SET accepted by a discovered primary within 30 s")
 }
 
-fn upper_median(v: &[u64]) -> u64 {
-    v[v.len() / 2]
-}
-
 #[test]
 #[ignore = "measurement, not a check: run explicitly"]
 fn sentinel_and_elector_failover_side_by_side() {
@@ -220,25 +208,20 @@ fn sentinel_and_elector_failover_side_by_side() {
         "system", "down_after", "runs", "median", "min", "max"
     );
     for (name, raw) in [("elector", &elector), ("redis-sentinel", &sentinel)] {
-        let mut sorted = raw.clone();
-        sorted.sort_unstable();
+        let (median, min, max) = spread(raw);
         println!(
             "{:<16} {:>7} ms {:>5} {:>6} ms {:>6} ms {:>6} ms  {:?}",
             name,
             down_after_ms,
             raw.len(),
-            upper_median(&sorted),
-            sorted[0],
-            sorted[sorted.len() - 1],
+            median,
+            min,
+            max,
             raw
         );
     }
-    let mut e = elector.clone();
-    let mut s = sentinel.clone();
-    e.sort_unstable();
-    s.sort_unstable();
     println!(
         "ratio of medians elector / redis-sentinel: {:.2}",
-        upper_median(&e) as f64 / upper_median(&s) as f64
+        spread(&elector).0 as f64 / spread(&sentinel).0 as f64
     );
 }

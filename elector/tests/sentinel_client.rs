@@ -10,22 +10,7 @@ mod support;
 use redis::sentinel::{SentinelClient, SentinelServerType};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use support::{Backend, Cluster};
-
-/// One write through the Sentinel client: SET, then `WAIT 1` (the promise
-/// the conformance suite also uses). `None` means the connection failed and
-/// the client must ask the sentinels again.
-fn write_through(conn: &mut redis::Connection, key: &str) -> Option<bool> {
-    let set: redis::RedisResult<String> = redis::cmd("SET").arg(key).arg("v").query(conn);
-    match set {
-        Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() => None,
-        Err(_) => Some(false), // READONLY and the like: answered, not acknowledged
-        Ok(_) => {
-            let n: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(1000).query(conn);
-            Some(n.is_ok_and(|n| n >= 1))
-        }
-    }
-}
+use support::{write_acked, Backend, Cluster};
 
 /// Subscribes to `+switch-master` on one elector's listener and forwards
 /// every payload (`name old_ip old_port new_ip new_port`).
@@ -95,7 +80,7 @@ fn a_sentinel_client_keeps_writing_across_a_primary_kill_and_loses_no_acknowledg
             }
         }
         let key = format!("sentinel-client:{k}");
-        match write_through(conn.as_mut().unwrap(), &key) {
+        match write_acked(conn.as_mut().unwrap(), &key) {
             None => conn = None,
             Some(false) => {
                 conn = None; // an unwritable node: ask the sentinels again

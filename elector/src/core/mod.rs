@@ -513,18 +513,8 @@ impl Core {
 
     /// Adopts `primary` as the primary of committed `epoch`.
     fn learn_primary(&mut self, epoch: u64, primary: NodeId, reason: Reason) {
-        // Equal epochs happen after a restart: we learn the primary of the
-        // epoch we already had on disk, nothing new to persist.
-        if epoch > self.state.epoch {
-            self.state.epoch = epoch;
-            self.persist();
-        }
-        self.max_seen_epoch = self.max_seen_epoch.max(epoch);
-        self.candidacy = None;
-        self.primary_resigned = None;
+        self.enter_epoch(epoch);
         self.primary_heard_at = Some(self.now);
-        self.primary_stamp = 0;
-        self.fenced_by_lease = false;
         self.finish_switchover_on_new_primary(&primary, epoch);
         let me = primary == self.cfg.node_id;
         self.primary = Some(primary.clone());
@@ -546,6 +536,22 @@ impl Core {
         }));
     }
 
+    /// Moves to committed `epoch` (persisting it if it is newer; equal epochs
+    /// happen after a restart, when we learn the primary of the epoch we
+    /// already had on disk) and forgets what belonged to the old one: any
+    /// candidacy, a resignation, the old primary's stamp, our lease fence.
+    fn enter_epoch(&mut self, epoch: u64) {
+        if epoch > self.state.epoch {
+            self.state.epoch = epoch;
+            self.persist();
+        }
+        self.max_seen_epoch = self.max_seen_epoch.max(epoch);
+        self.candidacy = None;
+        self.primary_resigned = None;
+        self.primary_stamp = 0;
+        self.fenced_by_lease = false;
+    }
+
     /// A peer is in a newer committed epoch but does not know its primary
     /// (it restarted since). Our own epoch is over all the same: a primary of
     /// an older epoch that stayed would be deferred to as the best-ranked
@@ -553,15 +559,9 @@ impl Core {
     /// simulator, seed 3152). Join the epoch as a replica with no known
     /// primary, as a restarted node does; the ordinary election follows.
     fn adopt_epoch_without_primary(&mut self, epoch: u64) {
-        self.state.epoch = epoch;
-        self.persist();
-        self.max_seen_epoch = self.max_seen_epoch.max(epoch);
-        self.candidacy = None;
+        self.enter_epoch(epoch);
         self.primary = None;
-        self.primary_resigned = None;
         self.primary_heard_at = None;
-        self.primary_stamp = 0;
-        self.fenced_by_lease = false;
         if let Some(sw) = self.switchover.take() {
             self.emit(Action::Notify(Notice::SwitchoverFinished {
                 to: sw.to,

@@ -58,13 +58,59 @@ fn port_free(p: u16) -> bool {
 
 /// A client port whose kevy replication port (+10000) is free too, below the
 /// ephemeral range so the kernel never hands either out meanwhile.
+/// The lock file that reserves a data port for this test process.
+fn port_lock(port: u16) -> PathBuf {
+    std::env::temp_dir().join(format!("elector-test-port-{port}"))
+}
+
+/// Gives a port taken with [`data_port`] back.
+fn release_data_port(port: u16) {
+    let _ = std::fs::remove_file(port_lock(port));
+}
+
+/// SIGKILLs a child we started (if still ours) and reaps it.
+fn stop_child(child: &mut Option<Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Prints the last 25 lines of a log file (for a failing test's report).
+fn print_log_tail(label: &str, path: &std::path::Path) {
+    if let Ok(text) = std::fs::read_to_string(path) {
+        let tail: Vec<&str> = text.lines().rev().take(25).collect();
+        eprintln!(
+            "---- {label}\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+}
+
+/// `redis-server` on loopback as the lab runs it (no diskless-sync delay, no
+/// RDB snapshots); callers add persistence and replication flags.
+fn redis_server_command(port: u16, dir: &std::path::Path) -> Command {
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
+        .arg(dir)
+        .args([
+            "--repl-diskless-sync-delay",
+            "0",
+            "--save",
+            "",
+            "--protected-mode",
+            "no",
+        ]);
+    cmd
+}
+
 fn data_port() -> u16 {
     let seed = std::process::id() as u64 * 7919 + Instant::now().elapsed().as_nanos() as u64;
     let mut candidate = 12_000 + (seed % 1000) as u16 * 10;
     loop {
         if port_free(candidate) && port_free(candidate + 10_000) {
             // Reserve it briefly against our own other tests by a lock file.
-            let lock = std::env::temp_dir().join(format!("elector-test-port-{candidate}"));
+            let lock = port_lock(candidate);
             if std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -185,28 +231,8 @@ impl Cluster {
                     .stderr(log)
                     .spawn()
             }
-            Backend::Redis => Command::new("redis-server")
-                .args([
-                    "--port",
-                    &node.data_port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--dir",
-                ])
-                .arg(&data_dir)
-                .args([
-                    "--repl-diskless-sync-delay",
-                    "0",
-                    "--appendonly",
-                    "yes",
-                    "--save",
-                    "",
-                    "--replicaof",
-                    "127.0.0.1",
-                    "1",
-                    "--protected-mode",
-                    "no",
-                ])
+            Backend::Redis => redis_server_command(node.data_port, &data_dir)
+                .args(["--appendonly", "yes", "--replicaof", "127.0.0.1", "1"])
                 .stdout(log.try_clone().unwrap())
                 .stderr(log)
                 .spawn(),
@@ -239,14 +265,8 @@ impl Cluster {
 
     /// SIGKILL of elector and data node, as the node supervisor does.
     pub fn kill_node(&mut self, i: usize) {
-        for child in [self.nodes[i].elector.take(), self.nodes[i].data.take()]
-            .into_iter()
-            .flatten()
-        {
-            let mut c = child;
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        stop_child(&mut self.nodes[i].elector);
+        stop_child(&mut self.nodes[i].data);
     }
 
     pub fn status(&self, i: usize) -> Option<Value> {
@@ -304,14 +324,7 @@ impl Cluster {
     pub fn dump_logs(&self) {
         for n in &self.nodes {
             for f in [format!("elector-{}.log", n.id), "data.log".to_string()] {
-                if let Ok(text) = std::fs::read_to_string(n.dir.join(&f)) {
-                    let tail: Vec<&str> = text.lines().rev().take(25).collect();
-                    eprintln!(
-                        "---- {} {f}\n{}",
-                        n.id,
-                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                    );
-                }
+                print_log_tail(&format!("{} {f}", n.id), &n.dir.join(&f));
             }
         }
     }
@@ -324,9 +337,7 @@ impl Drop for Cluster {
         }
         for i in 0..self.nodes.len() {
             self.kill_node(i);
-            let _ = std::fs::remove_file(
-                std::env::temp_dir().join(format!("elector-test-port-{}", self.nodes[i].data_port)),
-            );
+            release_data_port(self.nodes[i].data_port);
         }
     }
 }
@@ -334,6 +345,17 @@ impl Drop for Cluster {
 pub fn redis_client(port: u16) -> redis::Connection {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
     loop_connect(&client)
+}
+
+/// One quick connection attempt (200 ms) with the given read timeout; `None`
+/// when nothing answers: for polling loops that must not block on a dead node.
+pub fn try_connect(host: &str, port: u16, read_timeout: Duration) -> Option<redis::Connection> {
+    let client = redis::Client::open(format!("redis://{host}:{port}/")).ok()?;
+    let conn = client
+        .get_connection_with_timeout(Duration::from_millis(200))
+        .ok()?;
+    conn.set_read_timeout(Some(read_timeout)).ok()?;
+    Some(conn)
 }
 
 fn loop_connect(client: &redis::Client) -> redis::Connection {
@@ -370,12 +392,22 @@ pub fn wait_until(within: Duration, mut ok: impl FnMut() -> bool, what: &str) {
     }
 }
 
+/// SET then `WAIT 1`: `Some(true)` when a replica acknowledged it,
+/// `Some(false)` when the server answered but did not (READONLY, WAIT 0),
+/// `None` when the connection failed and the caller should reconnect.
+pub fn write_acked(conn: &mut redis::Connection, key: &str) -> Option<bool> {
+    let set: redis::RedisResult<String> = redis::cmd("SET").arg(key).arg("v").query(conn);
+    match set {
+        Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() => None,
+        Err(_) => Some(false),
+        Ok(_) => {
+            let n: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(1000).query(conn);
+            Some(n.is_ok_and(|n| n >= 1))
+        }
+    }
+}
+
 /// SET then `WAIT 1`: true when acknowledged by a replica.
 pub fn acked_write(conn: &mut redis::Connection, key: &str) -> bool {
-    let set: redis::RedisResult<String> = redis::cmd("SET").arg(key).arg("v").query(conn);
-    if set.is_err() {
-        return false;
-    }
-    let replicas: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(1000).query(conn);
-    replicas.is_ok_and(|n| n >= 1)
+    write_acked(conn, key) == Some(true)
 }

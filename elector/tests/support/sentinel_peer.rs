@@ -4,7 +4,10 @@
 //! with quorum 2. Everything started here is killed when the
 //! [`SentinelPeer`] drops, also when a test panics.
 
-use super::{data_port, free_port, redis_client, require, wait_until, Ping};
+use super::{
+    data_port, free_port, print_log_tail, redis_client, redis_server_command, release_data_port,
+    require, stop_child, try_connect, wait_until, Ping,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -35,12 +38,7 @@ fn spawn_logged(cmd: &mut Command, log: PathBuf) -> Child {
 
 /// `SENTINEL master <name>` as a field map; `None` when not answered.
 pub fn sentinel_master_info(port: u16) -> Option<HashMap<String, String>> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
-    let mut conn = client
-        .get_connection_with_timeout(Duration::from_millis(300))
-        .ok()?;
-    conn.set_read_timeout(Some(Duration::from_millis(500)))
-        .ok()?;
+    let mut conn = try_connect("127.0.0.1", port, Duration::from_millis(500))?;
     let flat: Vec<String> = redis::cmd("SENTINEL")
         .arg("master")
         .arg(MASTER_NAME)
@@ -84,19 +82,8 @@ impl SentinelPeer {
         for (i, &port) in redis_ports.iter().enumerate() {
             let data = dir.join(format!("r{i}"));
             std::fs::create_dir_all(&data).unwrap();
-            let mut cmd = Command::new("redis-server");
-            cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
-                .arg(&data)
-                .args([
-                    "--repl-diskless-sync-delay",
-                    "0",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                    "--protected-mode",
-                    "no",
-                ]);
+            let mut cmd = redis_server_command(port, &data);
+            cmd.args(["--appendonly", "no"]);
             if i > 0 {
                 cmd.args(["--replicaof", "127.0.0.1", &primary.to_string()]);
             }
@@ -166,10 +153,7 @@ impl SentinelPeer {
 
     /// SIGKILL of redis-server `i`.
     pub fn kill_redis(&mut self, i: usize) {
-        if let Some(mut c) = self.redis[i].take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        stop_child(&mut self.redis[i]);
     }
 
     pub fn dump_logs(&self) {
@@ -177,13 +161,7 @@ impl SentinelPeer {
             .map(|i| format!("redis-{i}.log"))
             .chain((0..self.sentinels.len()).map(|i| format!("sentinel-{i}.log")));
         for f in names {
-            if let Ok(text) = std::fs::read_to_string(self.dir.join(&f)) {
-                let tail: Vec<&str> = text.lines().rev().take(25).collect();
-                eprintln!(
-                    "---- {f}\n{}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                );
-            }
+            print_log_tail(&f, &self.dir.join(&f));
         }
     }
 }
@@ -194,15 +172,10 @@ impl Drop for SentinelPeer {
             self.dump_logs();
         }
         for child in self.sentinels.iter_mut().chain(self.redis.iter_mut()) {
-            if let Some(mut c) = child.take() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
+            stop_child(child);
         }
-        for port in &self.redis_ports {
-            let _ = std::fs::remove_file(
-                std::env::temp_dir().join(format!("elector-test-port-{port}")),
-            );
+        for &port in &self.redis_ports {
+            release_data_port(port);
         }
     }
 }
