@@ -16,7 +16,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 NODE_IMAGE="${NODE_IMAGE:-elector-node:latest}"
 export BASE_IMAGE="${BASE_IMAGE:-elector-base:bookworm}"
 CARGO="${CARGO:-cargo}"
-KEVY_VERSION=3.17.3
+KEVY_VERSION=7.0.0
 CTX="$REPO/.cache/node-context"
 export PATH="$HOME/.cargo/bin:$PATH"
 
