@@ -97,6 +97,17 @@ pub struct TimingsConfig {
     pub backoff_min_ms: u64,
     pub backoff_max_ms: u64,
     pub data_poll_ms: u64,
+    /// The lease's safety margin (protocol §6.2.1). Unset: a fifth of
+    /// `down_after`, at least one heartbeat and at most 1000 ms.
+    pub fence_margin_ms: Option<u64>,
+}
+
+impl TimingsConfig {
+    /// The configured margin, or the default derived from `down_after`.
+    pub fn fence_margin_ms(&self) -> u64 {
+        self.fence_margin_ms
+            .unwrap_or_else(|| (self.down_after_ms / 5).max(self.hb_interval_ms).min(1_000))
+    }
 }
 
 impl Default for TimingsConfig {
@@ -109,6 +120,7 @@ impl Default for TimingsConfig {
             backoff_min_ms: t.backoff_min_ms,
             backoff_max_ms: t.backoff_max_ms,
             data_poll_ms: 100,
+            fence_margin_ms: None,
         }
     }
 }
@@ -339,6 +351,25 @@ impl Config {
                 t.down_after_ms / t.hb_interval_ms.max(1)
             ));
         }
+        if t.down_after_ms > t.hb_interval_ms {
+            let core = self.timings();
+            let lease = core.lease_ms();
+            if lease < 3 * t.hb_interval_ms {
+                errors.push(format!(
+                    "timings: the lease left by down_after_ms ({}) − 2 × hb_interval_ms − hb_interval_ms − fence_margin_ms ({}) is {lease} ms, under 3 heartbeats ({} ms): raise down_after_ms or lower fence_margin_ms (protocol §6.2.1)",
+                    t.down_after_ms,
+                    core.fence_margin_ms,
+                    3 * t.hb_interval_ms
+                ));
+            } else if core.fence_budget_ms() < crate::datanode::COMMAND_TIMEOUT.as_millis() as u64 {
+                warnings.push(format!(
+                    "timings.fence_margin_ms {} covers fences that apply within {} ms (clock-rate error ±1 % paid); a fence command that runs into the data node's {} ms timeout can overlap a successor's writes. Compare with elector_fence_apply_seconds in /metrics (protocol §6.2.1)",
+                    core.fence_margin_ms,
+                    core.fence_budget_ms(),
+                    crate::datanode::COMMAND_TIMEOUT.as_millis()
+                ));
+            }
+        }
         if t.election_timeout_ms == 0 {
             errors.push("timings.election_timeout_ms must be above 0".into());
         }
@@ -388,6 +419,7 @@ impl Config {
             election_timeout_ms: t.election_timeout_ms,
             backoff_min_ms: t.backoff_min_ms,
             backoff_max_ms: t.backoff_max_ms,
+            fence_margin_ms: t.fence_margin_ms(),
         }
     }
 

@@ -18,3 +18,4 @@ pub mod protocol;
 pub mod runtime;
 pub mod status_view;
 pub mod transport;
+pub mod watchdog;

@@ -27,6 +27,18 @@ enum Command {
     Run {
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Start although `state.json` is missing from a data directory that
+        /// has been used before (protocol §5.2): the node may then vote a
+        /// second time in an epoch it already voted in. Only after making
+        /// sure no election is in progress.
+        #[arg(long)]
+        reset_state: bool,
+    },
+    /// The data node's dead-man switch: fence it when the elector on this
+    /// host stops answering for longer than the lease (protocol §6.4.1).
+    Watchdog {
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
     /// Validate a config file: exit 1 with one line per problem.
     CheckConfig { file: PathBuf },
@@ -55,7 +67,17 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { config } => match run(config) {
+        Command::Watchdog { config } => match watchdog(config) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("elector watchdog: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Run {
+            config,
+            reset_state,
+        } => match run(config, reset_state) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("elector: {e:#}");
@@ -111,7 +133,19 @@ fn report<E: std::fmt::Display>(r: Result<(), E>) -> ExitCode {
     }
 }
 
-fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
+fn watchdog(config_path: Option<PathBuf>) -> anyhow::Result<()> {
+    init_logs();
+    let path = config::locate(config_path.as_deref())?;
+    let loaded = config::load(&path)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    runtime.block_on(elector::watchdog::run(loaded.config));
+    Ok(())
+}
+
+fn init_logs() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("ELECTOR_LOG")
@@ -121,6 +155,10 @@ fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
         // Plain text when logs go to a file or a container log.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
+}
+
+fn run(config_path: Option<PathBuf>, reset_state: bool) -> anyhow::Result<()> {
+    init_logs();
     let path = config::locate(config_path.as_deref())?;
     let loaded = config::load(&path)?;
     for w in &loaded.warnings {
@@ -141,7 +179,7 @@ fn run(config_path: Option<PathBuf>) -> anyhow::Result<()> {
                 _ = term.recv() => {}
             }
         };
-        elector::runtime::run(loaded.config, shutdown).await
+        elector::runtime::run(loaded.config, reset_state, shutdown).await
     })?;
     Ok(())
 }

@@ -21,6 +21,12 @@ pub enum PersistError {
         path: PathBuf,
         source: serde_json::Error,
     },
+    #[error("{path} is missing but {dir} has been used before (it holds {found}): the votes recorded there are lost, and starting as a fresh node could vote twice in one epoch. Restore the file, or start once with `elector run --reset-state` after making sure no election is in progress (protocol §5.2)")]
+    Lost {
+        path: PathBuf,
+        dir: PathBuf,
+        found: String,
+    },
 }
 
 /// The state file of one elector.
@@ -40,16 +46,43 @@ impl StateFile {
         self.dir.join("state.json")
     }
 
-    /// Reads the state; a missing file is a fresh node. A corrupt file is an
-    /// error: starting from zero could vote twice in an epoch.
-    pub fn load(&self) -> Result<PersistedState, PersistError> {
+    /// Reads the state. A corrupt file is an error: starting from zero could
+    /// vote twice in an epoch. A missing file is a fresh node only in a data
+    /// directory that was never used: next to anything else it has been
+    /// lost (a wiped or half-restored directory), and that is an error too
+    /// unless `reset` says the operator accepts it.
+    pub fn load(&self, reset: bool) -> Result<PersistedState, PersistError> {
         let path = self.path();
         match fs::read(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|source| PersistError::Corrupt { path, source }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(PersistedState::default()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match self.leftovers() {
+                Some(found) if !reset => Err(PersistError::Lost {
+                    path,
+                    dir: self.dir.clone(),
+                    found,
+                }),
+                Some(found) => {
+                    tracing::warn!(%found, "state.json missing; starting fresh because of --reset-state");
+                    Ok(PersistedState::default())
+                }
+                None => Ok(PersistedState::default()),
+            },
             Err(source) => Err(PersistError::Io { path, source }),
         }
+    }
+
+    /// What a used data directory holds besides `state.json` (the previous
+    /// write's temp file, the auth boot counter, anything an operator left).
+    fn leftovers(&self) -> Option<String> {
+        let entries = fs::read_dir(&self.dir).ok()?;
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "lost+found" && !n.starts_with(".probe"))
+            .collect();
+        names.sort();
+        (!names.is_empty()).then(|| names.join(", "))
     }
 
     /// Writes `state` durably (blocking: run it off the async runtime).
@@ -87,7 +120,7 @@ mod tests {
     fn a_fresh_directory_loads_as_epoch_zero() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(
-            StateFile::new(dir.path()).load().unwrap(),
+            StateFile::new(dir.path()).load(false).unwrap(),
             PersistedState::default()
         );
     }
@@ -105,7 +138,9 @@ mod tests {
         };
         file.store(&state).unwrap();
         assert_eq!(
-            StateFile::new(&dir.path().join("nested")).load().unwrap(),
+            StateFile::new(&dir.path().join("nested"))
+                .load(false)
+                .unwrap(),
             state
         );
         assert!(!dir.path().join("nested/state.json.tmp").exists());
@@ -116,9 +151,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("state.json"), b"{\"epoch\": 3, \"voted_ep").unwrap();
         assert!(matches!(
-            StateFile::new(dir.path()).load(),
+            StateFile::new(dir.path()).load(false),
             Err(PersistError::Corrupt { .. })
         ));
+    }
+
+    #[test]
+    fn a_lost_state_file_in_a_used_directory_refuses_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("boot_id"), b"3").unwrap();
+        let file = StateFile::new(dir.path());
+        match file.load(false) {
+            Err(PersistError::Lost { found, .. }) => assert_eq!(found, "boot_id"),
+            other => panic!("expected Lost, got {other:?}"),
+        }
+        assert_eq!(file.load(true).unwrap(), PersistedState::default());
     }
 
     #[test]

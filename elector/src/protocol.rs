@@ -13,6 +13,12 @@ pub type NodeId = String;
 
 /// Longest node id the protocol accepts.
 pub const MAX_NODE_ID_LEN: usize = 32;
+/// The largest epoch any message may carry (§3.6): far beyond what elections
+/// can reach (one per round), far below where `epoch + 1` could wrap.
+pub const MAX_EPOCH: u64 = 1 << 48;
+/// The largest number any field may carry (offsets, stamps, echoes):
+/// arithmetic on them (`echo + lease`) can never overflow.
+pub const MAX_WIRE_NUMBER: u64 = 1 << 62;
 
 /// A node's self-perceived role, as carried in heartbeats and `/status`.
 #[derive(
@@ -113,6 +119,10 @@ pub struct Heartbeat {
     pub eligible: bool,
     /// Whether the sender's data node is fenced (not writable).
     pub fenced: bool,
+    /// A primary that lost its quorum lease (flag `l`, §6.9): unlike a
+    /// switchover drain or a fresh primary awaiting its first echoes, this
+    /// fence lasts as long as the fault, and peers stop vouching for it.
+    pub lease_lost: bool,
     /// Epoch of the replication stream `offset` belongs to (protocol §4.3):
     /// offsets are only comparable within one primary's stream.
     pub data_epoch: u64,
@@ -195,6 +205,24 @@ impl Message {
         }
     }
 
+    /// The highest epoch the message claims (any epoch field), for the
+    /// core's bound on epoch jumps (§3.6).
+    pub fn highest_epoch(&self) -> u64 {
+        match self {
+            Message::Hello { .. } => 0,
+            Message::Hb(hb) => hb.epoch.max(hb.max_epoch).max(hb.data_epoch),
+            Message::Offer {
+                epoch, data_epoch, ..
+            } => (*epoch).max(*data_epoch),
+            Message::Accept { epoch, .. }
+            | Message::Announce { epoch, .. }
+            | Message::Handover { epoch, .. } => *epoch,
+            Message::Reject {
+                epoch, max_epoch, ..
+            } => (*epoch).max(*max_epoch),
+        }
+    }
+
     /// Messages an outbound queue must never drop in favour of heartbeats.
     pub fn is_election_critical(&self) -> bool {
         !matches!(self, Message::Hb(_))
@@ -216,6 +244,9 @@ impl Message {
                 }
                 if hb.fenced {
                     flags.push('f');
+                }
+                if hb.lease_lost {
+                    flags.push('l');
                 }
                 if flags.is_empty() {
                     flags.push('-');
@@ -298,7 +329,7 @@ impl Message {
             }
             b"HB" => {
                 arity(4, 10)?;
-                let epoch = number(&args[0])?;
+                let epoch = self::epoch(&args[0])?;
                 let primary = match args.get(5).map(Vec::as_slice) {
                     None | Some(b"-") => None,
                     Some(id) => Some(node_id(id)?),
@@ -309,11 +340,16 @@ impl Message {
                     node_id: node_id(&args[1])?,
                     role: Role::parse(&args[2]).ok_or(MessageError::BadRole)?,
                     offset: number(&args[3])?,
-                    max_epoch: args.get(4).map(|v| number(v)).transpose()?.unwrap_or(epoch),
+                    max_epoch: args
+                        .get(4)
+                        .map(|v| self::epoch(v))
+                        .transpose()?
+                        .unwrap_or(epoch),
                     primary,
                     eligible: flags.contains(&b'e'),
                     fenced: flags.contains(&b'f'),
-                    data_epoch: optional_number(args, 7)?,
+                    lease_lost: flags.contains(&b'l'),
+                    data_epoch: optional_epoch(args, 7)?,
                     stamp: optional_number(args, 8)?,
                     echo: optional_number(args, 9)?,
                 }))
@@ -321,32 +357,32 @@ impl Message {
             b"OFFER" => {
                 arity(3, 4)?;
                 Ok(Message::Offer {
-                    epoch: number(&args[0])?,
+                    epoch: epoch(&args[0])?,
                     candidate: node_id(&args[1])?,
                     offset: number(&args[2])?,
-                    data_epoch: optional_number(args, 3)?,
+                    data_epoch: optional_epoch(args, 3)?,
                 })
             }
             b"ACCEPT" => {
                 arity(2, 2)?;
                 Ok(Message::Accept {
-                    epoch: number(&args[0])?,
+                    epoch: epoch(&args[0])?,
                     voter: node_id(&args[1])?,
                 })
             }
             b"REJECT" => {
                 arity(4, 4)?;
                 Ok(Message::Reject {
-                    epoch: number(&args[0])?,
+                    epoch: epoch(&args[0])?,
                     voter: node_id(&args[1])?,
                     reason: RejectReason::parse(&args[2]).ok_or(MessageError::BadReason)?,
-                    max_epoch: number(&args[3])?,
+                    max_epoch: epoch(&args[3])?,
                 })
             }
             b"ANNOUNCE" => {
                 arity(3, 4)?;
                 Ok(Message::Announce {
-                    epoch: number(&args[0])?,
+                    epoch: epoch(&args[0])?,
                     primary: node_id(&args[1])?,
                     primary_addr: String::from_utf8(args[2].clone())
                         .map_err(|_| MessageError::NotAscii)?,
@@ -356,7 +392,7 @@ impl Message {
             b"HANDOVER" => {
                 arity(3, 3)?;
                 Ok(Message::Handover {
-                    epoch: number(&args[0])?,
+                    epoch: epoch(&args[0])?,
                     from: node_id(&args[1])?,
                     to: node_id(&args[2])?,
                 })
@@ -387,6 +423,8 @@ pub enum MessageError {
     BadNodeId,
     #[error("field is not ASCII")]
     NotAscii,
+    #[error("number out of the protocol's range")]
+    OutOfRange,
 }
 
 impl MessageError {
@@ -400,8 +438,17 @@ impl MessageError {
             MessageError::BadReason => "bad_reason",
             MessageError::BadNodeId => "bad_node_id",
             MessageError::NotAscii => "not_ascii",
+            MessageError::OutOfRange => "out_of_range",
         }
     }
+}
+
+/// An appended epoch extension field: absent means 0.
+fn optional_epoch(args: &[Vec<u8>], index: usize) -> Result<u64, MessageError> {
+    args.get(index)
+        .map(|v| epoch(v))
+        .transpose()
+        .map(|v| v.unwrap_or(0))
 }
 
 /// An appended extension field: absent means 0 (a seed-format peer).
@@ -416,10 +463,23 @@ fn number(bytes: &[u8]) -> Result<u64, MessageError> {
     if bytes.is_empty() || bytes.len() > 20 || !bytes.iter().all(u8::is_ascii_digit) {
         return Err(MessageError::BadNumber);
     }
-    std::str::from_utf8(bytes)
+    let value: u64 = std::str::from_utf8(bytes)
         .ok()
         .and_then(|s| s.parse().ok())
-        .ok_or(MessageError::BadNumber)
+        .ok_or(MessageError::BadNumber)?;
+    if value > MAX_WIRE_NUMBER {
+        return Err(MessageError::OutOfRange);
+    }
+    Ok(value)
+}
+
+/// An epoch field: at most [`MAX_EPOCH`] (§3.6).
+fn epoch(bytes: &[u8]) -> Result<u64, MessageError> {
+    let value = number(bytes)?;
+    if value > MAX_EPOCH {
+        return Err(MessageError::OutOfRange);
+    }
+    Ok(value)
 }
 
 /// Validates a node id (protocol §2): 1..=32 printable ASCII bytes, no spaces.
@@ -451,10 +511,38 @@ mod tests {
             primary: Some("n1".into()),
             eligible: true,
             fenced: false,
+            lease_lost: false,
             data_epoch: 3,
             stamp: 1234,
             echo: 1200,
         }
+    }
+
+    #[test]
+    fn a_huge_epoch_on_the_wire_is_rejected_as_out_of_range() {
+        // §3.6 (finding 8): `max_epoch = 2^64-1` would wrap `epoch + 1`.
+        let mut fields = Message::Hb(hb()).to_fields();
+        fields[5] = u64::MAX.to_string().into_bytes();
+        assert_eq!(Message::from_fields(&fields), Err(MessageError::OutOfRange));
+        let mut fields = Message::Hb(hb()).to_fields();
+        fields[1] = (MAX_EPOCH + 1).to_string().into_bytes();
+        assert_eq!(Message::from_fields(&fields), Err(MessageError::OutOfRange));
+        let mut fields = Message::Hb(hb()).to_fields();
+        fields[10] = (MAX_WIRE_NUMBER + 1).to_string().into_bytes();
+        assert_eq!(Message::from_fields(&fields), Err(MessageError::OutOfRange));
+    }
+
+    #[test]
+    fn the_lease_lost_flag_round_trips() {
+        let lost = Heartbeat {
+            lease_lost: true,
+            fenced: true,
+            ..hb()
+        };
+        assert_eq!(
+            Message::from_fields(&Message::Hb(lost.clone()).to_fields()),
+            Ok(Message::Hb(lost))
+        );
     }
 
     #[test]

@@ -53,6 +53,7 @@ impl Clock {
 /// Runs the elector until `shutdown` completes.
 pub async fn run(
     config: Config,
+    reset_state: bool,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RuntimeError> {
     let clock = Clock {
@@ -60,7 +61,12 @@ pub async fn run(
         base: unix_ms_now(),
     };
     let state_file = StateFile::new(&config.data_dir);
-    let recovered = state_file.load()?;
+    let recovered = state_file.load(reset_state)?;
+    if !state_file.path().exists() {
+        // Record the fresh state at once: a directory that holds anything
+        // else but no state.json is refused at the next start (§5.2).
+        state_file.store(&recovered)?;
+    }
     tracing::info!(node = %config.node_id, ?recovered, "starting");
     let metrics = Arc::new(Metrics::new());
     let auth = Arc::new(Mutex::new(Authenticator::new(
@@ -87,7 +93,7 @@ pub async fn run(
     let mut core = Core::new(config.core_config(rand::random()), recovered, clock.now());
     let start_actions = core.start(clock.now());
 
-    let (target_tx, target_rx) = watch::channel((0u64, DataNodeTarget::Isolated));
+    let (target_tx, target_rx) = watch::channel((0u64, 0u64, DataNodeTarget::Isolated));
     let (report_tx, mut report_rx) = mpsc::channel::<DataNodeReport>(16);
     let poll = Duration::from_millis(config.timings.data_poll_ms);
     let dn = &config.data_node;
@@ -101,7 +107,13 @@ pub async fn run(
             tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
         }
         DataNodeKind::Redis => {
-            let node = RedisNode::new(&dn.address, dn.password.as_deref());
+            // The data node's own dead-man switch (protocol §6.4.1): an
+            // unfenced primary needs quorum − 1 replicas that acknowledged
+            // within about a lease; replicas detach from a primary they no
+            // longer vouch for, so it stops taking writes on its own.
+            let write_quorum = (config.peers.len() / 2) as u64;
+            let max_lag_s = config.timings().lease_ms() / 1000;
+            let node = RedisNode::new(&dn.address, dn.password.as_deref(), write_quorum, max_lag_s);
             tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
         }
     }
@@ -183,6 +195,9 @@ pub async fn run(
                 if report.error.is_some() {
                     shell.metrics.data_node_error();
                 }
+                if let Some(after) = report.fence_applied_after {
+                    shell.metrics.fence_applied(after);
+                }
                 let obs = report.obs.clone();
                 shell.book.set_report(report);
                 Event::DataNode(obs)
@@ -201,10 +216,40 @@ pub async fn run(
             changed
         });
     }
-    tracing::info!("shutting down; the data node keeps its last state");
+    // A clean stop fences first (protocol §6.4.1): nobody would fence a
+    // writable primary whose elector is gone.
+    tracing::info!("shutting down: fencing the data node first");
     let _ = stop_tx.send(true);
+    match tokio::time::timeout(Duration::from_secs(3), fence_on_stop(&config)).await {
+        Ok(Ok(())) => tracing::info!("data node fenced; stopped"),
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not fence the data node on stop"),
+        Err(_) => tracing::warn!("fencing the data node on stop timed out"),
+    }
     shell.hooks.flush().await;
     Ok(())
+}
+
+/// The blind fence of a clean stop, on a connection of its own.
+async fn fence_on_stop(config: &Config) -> Result<(), datanode::DataNodeError> {
+    use datanode::DataNodeAdapter;
+    let dn = &config.data_node;
+    match dn.kind {
+        DataNodeKind::Kevy => {
+            KevyNode::new(
+                &dn.address,
+                dn.password.as_deref(),
+                dn.replication_port_offset,
+            )
+            .fence_blind()
+            .await
+        }
+        DataNodeKind::Redis => {
+            let write_quorum = (config.peers.len() / 2) as u64;
+            RedisNode::new(&dn.address, dn.password.as_deref(), write_quorum, 1)
+                .fence_blind()
+                .await
+        }
+    }
 }
 
 /// Writes persists one at a time, in order (the core relies on it).
@@ -236,7 +281,7 @@ struct PendingSwitchover {
 struct Shell {
     transport: Transport,
     persist_tx: mpsc::UnboundedSender<(u64, crate::core::PersistedState)>,
-    target_tx: watch::Sender<(u64, DataNodeTarget)>,
+    target_tx: watch::Sender<(u64, u64, DataNodeTarget)>,
     hooks: HookRunner,
     metrics: Arc<Metrics>,
     book: StatusBook,
@@ -282,7 +327,8 @@ impl Shell {
                     let _ = self.persist_tx.send((seq, state));
                 }
                 Action::ApplyDataNode { seq, target } => {
-                    self.target_tx.send_replace((seq, target));
+                    self.target_tx
+                        .send_replace((seq, core.data_generation(), target));
                 }
                 Action::Notify(notice) => self.notify(core, notice, now),
             }

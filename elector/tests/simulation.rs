@@ -33,7 +33,7 @@ fn run_schedule(seed: u64, faults: Faults) -> Result<Sim, Failure> {
             return Err(Box::new((sim, e)));
         }
         let victim = pick.gen_range(0..n);
-        let fault = pick.gen_range(0..11);
+        let fault = pick.gen_range(0..16);
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!("{t:>6} FAULT {fault} victim=n{}", victim + 1);
         }
@@ -78,6 +78,19 @@ fn run_schedule(seed: u64, faults: Faults) -> Result<Sim, Failure> {
                 sim.pause(victim, ms);
             }
             9 => sim.request_switchover(victim, pick.gen_range(300..3_000)),
+            // Parts failing alone (protocol §6.4.1, §6.8): the elector
+            // without its data node, the data node without its elector,
+            // the disk, a fence lifted by hand.
+            11 => sim.crash_elector(victim),
+            12 => sim.pause_elector(victim, pick.gen_range(200..4_000)),
+            13 => sim.restart_data(victim, false),
+            14 => {
+                if pick.gen_bool(0.5) {
+                    sim.break_disk(victim, pick.gen_range(500..5_000));
+                } else {
+                    sim.lift_fence_by_hand(victim);
+                }
+            }
             _ => {
                 // Bridge: the victim sees both halves, the halves not each other.
                 let half: Vec<usize> = (0..n)
@@ -208,4 +221,233 @@ fn skipping_the_lease_fence_is_caught_by_the_invariants() {
     });
     let (seed, e) = found.expect("no seed exposed no_lease_fencing");
     eprintln!("seed {seed}: {e}");
+}
+
+// ----- Parts that fail alone: one focused schedule per finding (protocol §6.8, §6.9, §6.2.1, §6.4.1) -----
+
+/// What a focused schedule does to the primary once the cluster is up.
+type Fault = fn(&mut Sim, usize, &mut rand::rngs::StdRng);
+
+/// Boots a cluster, lets it elect, applies `fault` to the primary while
+/// clients write, holds it with the liveness check on (a healthy majority
+/// must have a writable primary within the bound), then heals everything
+/// and requires convergence. Every invariant is checked after every event.
+fn run_focused(seed: u64, world: World, fault: Fault) -> Result<Sim, Failure> {
+    let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xf0c5);
+    let n = if pick.gen_bool(0.6) { 3 } else { 5 };
+    let mut sim = Sim::new(seed, n, world, Faults::default());
+    let t0 = pick.gen_range(3_000..5_000);
+    if let Err(e) = sim.run_until(t0) {
+        return Err(Box::new((sim, e)));
+    }
+    let Some(p) = sim.primary() else {
+        return Err(Box::new((sim, "no primary before the fault".into())));
+    };
+    let t = sim.timings;
+    sim.inv.liveness_bound_ms = Some(
+        t.lease_ms()
+            + t.voter_fresh_ms()
+            + 2 * t.down_after_ms
+            + 4 * (t.election_timeout_ms + t.backoff_max_ms),
+    );
+    fault(&mut sim, p, &mut pick);
+    if let Err(e) = sim.run_until(t0 + 15_000) {
+        return Err(Box::new((sim, e)));
+    }
+    sim.inv.liveness_bound_ms = None;
+    sim.heal();
+    for i in 0..n {
+        sim.restart(i);
+    }
+    if let Err(e) = sim.run_until(t0 + 35_000) {
+        return Err(Box::new((sim, e)));
+    }
+    if let Err(e) = converged(&sim) {
+        return Err(Box::new((sim, e)));
+    }
+    Ok(sim)
+}
+
+fn focused_seeds() -> Vec<u64> {
+    if let Ok(one) = std::env::var("SIM_SEED") {
+        return vec![one.parse().expect("SIM_SEED is a number")];
+    }
+    let count: u64 = std::env::var("SIM_FOCUSED_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    (0..count).collect()
+}
+
+fn world_for(seed: u64) -> World {
+    World::random(&mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0x3040))
+}
+
+fn all_focused_seeds_pass(name: &str, world: fn(u64) -> World, fault: Fault) {
+    let mut acked = 0;
+    for seed in focused_seeds() {
+        match run_focused(seed, world(seed), fault) {
+            Ok(sim) => acked += sim.acked.len(),
+            Err(failure) => {
+                let (sim, e) = *failure;
+                panic!(
+                    "{name}: {e}\nreplay with: SIM_SEED={seed} cargo test -p elector --test simulation {name}\n{}",
+                    sim.describe()
+                )
+            }
+        }
+    }
+    eprintln!("{name}: {acked} acknowledged writes kept");
+}
+
+fn first_focused_failure(world: fn(u64) -> World, fault: Fault) -> Option<(u64, String)> {
+    (0..100).find_map(|seed| {
+        run_focused(seed, world(seed), fault)
+            .err()
+            .map(|f| (seed, f.1))
+    })
+}
+
+/// Finding 1 (§6.8): the primary's data node dies and comes back (with its
+/// data or empty) under a running elector. It must never be made writable
+/// again without a new election, and an empty one never wins.
+#[test]
+fn a_primary_data_node_that_restarts_empty_is_never_made_writable_again() {
+    all_focused_seeds_pass(
+        "a_primary_data_node_that_restarts_empty_is_never_made_writable_again",
+        world_for,
+        |sim, p, pick| {
+            let lose = pick.gen_bool(0.7);
+            sim.restart_data(p, lose);
+        },
+    );
+}
+
+/// Finding 2 (§5.2.1): the primary's disk fails for good. It must fence
+/// although its persists fail, and the others elect while it lasts.
+#[test]
+fn a_primary_whose_disk_fails_fences_and_is_replaced_while_the_disk_stays_broken() {
+    all_focused_seeds_pass(
+        "a_primary_whose_disk_fails_fences_and_is_replaced_while_the_disk_stays_broken",
+        world_for,
+        // The disk breaks, then something makes the primary persist (its
+        // data node restarting resets its stream epoch, §6.8): the write
+        // fails, and the fence must not wait behind it.
+        |sim, p, _| {
+            sim.break_disk(p, 60_000);
+            sim.restart_data(p, false);
+        },
+    );
+}
+
+/// Finding 3 (§6.4.1): the primary's elector is stopped or killed while
+/// its data node keeps serving. The watchdog fences the data node within
+/// the lease, before a successor can take writes.
+#[test]
+fn a_stopped_or_dead_primary_elector_has_its_data_node_fenced_by_the_watchdog() {
+    all_focused_seeds_pass(
+        "a_stopped_or_dead_primary_elector_has_its_data_node_fenced_by_the_watchdog",
+        world_for,
+        |sim, p, pick| {
+            if pick.gen_bool(0.5) {
+                sim.pause_elector(p, 12_000);
+            } else {
+                sim.crash_elector(p);
+            }
+        },
+    );
+}
+
+/// Without the dead-man switch the same fault leaves two writable data
+/// nodes: the invariants see it (so the test above can fail).
+#[test]
+fn without_the_watchdog_a_stopped_primary_elector_is_caught_by_the_invariants() {
+    let found = first_focused_failure(
+        |seed| World {
+            watchdog: false,
+            ..world_for(seed)
+        },
+        |sim, p, _| sim.pause_elector(p, 12_000),
+    );
+    let (seed, e) = found.expect("no seed exposed a stopped elector without the watchdog");
+    eprintln!("seed {seed}: {e}");
+}
+
+/// Finding 4 (§6.4.1): a fence lifted by hand on a fenced node is seen on
+/// the next poll and put back.
+#[test]
+fn a_fence_lifted_by_hand_is_put_back_on_the_next_poll() {
+    all_focused_seeds_pass(
+        "a_fence_lifted_by_hand_is_put_back_on_the_next_poll",
+        world_for,
+        |sim, p, pick| {
+            let n = sim.nodes.len();
+            let replica = (p + 1 + pick.gen_range(0..n - 1)) % n;
+            sim.lift_fence_by_hand(replica);
+        },
+    );
+}
+
+/// Finding 5 (§6.9): the primary can send but not receive. It fences when
+/// its lease runs out; the others, who still hear it, must stop counting it
+/// as alive and elect while the fault lasts.
+#[test]
+fn a_primary_that_can_send_but_not_receive_is_replaced_while_the_fault_lasts() {
+    all_focused_seeds_pass(
+        "a_primary_that_can_send_but_not_receive_is_replaced_while_the_fault_lasts",
+        world_for,
+        |sim, p, _| {
+            for j in 0..sim.nodes.len() {
+                if j != p {
+                    sim.blocked[j][p] = true;
+                }
+            }
+        },
+    );
+}
+
+/// Finding 7 (§6.2.1): the old primary's fence takes a whole second (a
+/// command running into the data node's timeout) while it is cut off. With
+/// the margin configured to cover it, no successor takes writes before the
+/// fence is in force.
+#[test]
+fn a_slow_fence_within_the_margin_never_overlaps_a_successor() {
+    all_focused_seeds_pass(
+        "a_slow_fence_within_the_margin_never_overlaps_a_successor",
+        |seed| World {
+            margin_override: Some(1_050),
+            fence_ms: (1, 30),
+            ..world_for(seed)
+        },
+        isolate_primary_with_a_slow_fence,
+    );
+}
+
+/// The same slow fence with the old margin of a single heartbeat: caught.
+#[test]
+fn a_slow_fence_without_a_margin_is_caught_by_the_invariants() {
+    let found = first_focused_failure(
+        |seed| World {
+            margin_override: Some(0),
+            fence_ms: (1, 30),
+            ..world_for(seed)
+        },
+        isolate_primary_with_a_slow_fence,
+    );
+    let (seed, e) = found.expect("no seed exposed a slow fence without a margin");
+    eprintln!("seed {seed}: {e}");
+}
+
+fn isolate_primary_with_a_slow_fence(sim: &mut Sim, p: usize, pick: &mut rand::rngs::StdRng) {
+    sim.nodes[p].slow_fence_ms = Some(1_000);
+    isolate_primary(sim, p, pick);
+}
+
+fn isolate_primary(sim: &mut Sim, p: usize, _: &mut rand::rngs::StdRng) {
+    for j in 0..sim.nodes.len() {
+        if j != p {
+            sim.blocked[j][p] = true;
+            sim.blocked[p][j] = true;
+        }
+    }
 }

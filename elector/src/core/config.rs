@@ -10,7 +10,17 @@ pub struct Timings {
     pub election_timeout_ms: u64,
     pub backoff_min_ms: u64,
     pub backoff_max_ms: u64,
+    /// Safety margin between the end of a primary's lease and the earliest
+    /// moment a voter that vouched for it may vote again (protocol §6.2.1).
+    /// It must cover the time a fence takes to apply on the data node plus
+    /// the clock-rate error over a lease; `check-config` enforces that the
+    /// lease left over is still several heartbeats long.
+    pub fence_margin_ms: u64,
 }
+
+/// The clock-rate error the safety argument assumes (protocol §6.2.1): two
+/// nodes' monotonic clocks advance at rates within 1 % of each other.
+pub const MAX_CLOCK_RATE_ERROR: f64 = 0.01;
 
 impl Default for Timings {
     fn default() -> Self {
@@ -20,6 +30,7 @@ impl Default for Timings {
             election_timeout_ms: 3_000,
             backoff_min_ms: 1_000,
             backoff_max_ms: 5_000,
+            fence_margin_ms: 500,
         }
     }
 }
@@ -28,11 +39,24 @@ impl Timings {
     /// How long an echoed heartbeat stamp keeps a primary writable
     /// (protocol §6.2). A replica that echoed stamp `s` refuses other
     /// candidates until at least `s + voter_fresh`; the lease ends one
-    /// heartbeat before that, so two primaries never accept writes at once.
+    /// heartbeat plus the fence margin before that, so the old primary's
+    /// fence is in force before any voter can help elect a successor, even
+    /// with a slow fence and clocks that drift within the stated bound.
     pub fn lease_ms(&self) -> u64 {
         self.voter_fresh_ms()
             .saturating_sub(self.hb_interval_ms)
+            .saturating_sub(self.fence_margin_ms)
             .max(1)
+    }
+
+    /// The margin the lease actually leaves for a fence to apply once the
+    /// clock-rate error is paid for (protocol §6.2.1): a fence slower than
+    /// this can overlap a successor's writes.
+    pub fn fence_budget_ms(&self) -> u64 {
+        let drift = MAX_CLOCK_RATE_ERROR * (self.lease_ms() + self.voter_fresh_ms()) as f64;
+        self.fence_margin_ms
+            .saturating_add(self.hb_interval_ms)
+            .saturating_sub(drift.ceil() as u64)
     }
 
     /// How recently a voter must have heard the primary to refuse an OFFER

@@ -55,6 +55,7 @@ impl Core {
             }
             (Some(p), _) if p == self.cfg.node_id => None,
             (Some(_), Some(heard)) if self.now.saturating_sub(heard) < t.down_after_ms => None,
+            (Some(_), _) if self.primary_withdrawn => Some(Reason::PrimaryFenced),
             (Some(_), _) => Some(Reason::PeerTimeout),
         }
     }
@@ -72,7 +73,9 @@ impl Core {
             return false;
         }
         if self.role == Role::Primary {
-            return true;
+            // A primary that lost its lease is not serving: it must not
+            // keep a majority that can elect from doing so (§6.9).
+            return !self.fenced_by_lease;
         }
         match (self.primary.as_deref(), self.primary_heard_at) {
             (Some(p), Some(heard)) if p != self.cfg.node_id => {
@@ -94,7 +97,9 @@ impl Core {
             let Some(hb) = view.last_hb.as_ref() else {
                 return true;
             };
-            if !view.alive(self.now, down) || !hb.eligible {
+            // A primary does not stand: one we no longer count as alive
+            // (fenced too long, §6.9) must not be deferred to either.
+            if !view.alive(self.now, down) || !hb.eligible || hb.role == Role::Primary {
                 return true;
             }
             ((hb.data_epoch, hb.offset), std::cmp::Reverse(id)) < mine
@@ -174,12 +179,17 @@ impl Core {
     }
 
     fn start_candidacy(&mut self, reason: Reason) {
-        let epoch = self
+        let highest = self
             .state
             .epoch
             .max(self.state.voted_epoch)
-            .max(self.max_seen_epoch)
-            + 1;
+            .max(self.max_seen_epoch);
+        // Never wraps (§3.6): at the top of the range the node stops standing.
+        if highest >= crate::protocol::MAX_EPOCH {
+            tracing::error!(highest, "epoch range exhausted: not standing");
+            return;
+        }
+        let epoch = highest + 1;
         self.state.voted_epoch = epoch;
         self.state.voted_for = Some(self.cfg.node_id.clone());
         self.voted_at = self.now;
@@ -255,6 +265,11 @@ impl Core {
                 if self.role == Role::Candidate {
                     self.candidacy = None;
                     self.set_role(Role::Replica, Reason::LostElection);
+                } else if self.role == Role::Primary {
+                    // Only a primary that lost its lease votes (§6.9); by
+                    // voting it gives the role up.
+                    self.primary_resigned = Some(None);
+                    self.set_role(Role::Replica, Reason::QuorumLost);
                 }
                 tracing::info!(epoch, %candidate, "voted");
                 self.emit(Action::Send {

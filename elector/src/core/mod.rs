@@ -15,14 +15,19 @@ mod peers;
 mod primary;
 mod types;
 
-pub use config::{CoreConfig, Faults, Member, Timings};
+pub use config::{CoreConfig, Faults, Member, Timings, MAX_CLOCK_RATE_ERROR};
 pub use peers::PeerView;
 pub use types::{Action, DataNodeTarget, Millis, Notice, Observation, PersistedState, Reason};
 
-use crate::protocol::{Heartbeat, Message, NodeId, Role};
+use crate::protocol::{Heartbeat, Message, NodeId, Role, MAX_EPOCH};
 use peers::Peers;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
+
+/// How far beyond the highest epoch this node knows a message may reach
+/// (§3.6). Epochs grow by one per election round; a million rounds is far
+/// more than any partition can produce (a minority does not stand, §6.6).
+pub const MAX_EPOCH_JUMP: u64 = 1_000_000;
 
 /// Inputs to the core.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,6 +84,14 @@ pub struct Core {
     /// When we learned of the handover in `primary_resigned` (others defer
     /// to the named successor only for a bounded time, §8).
     handover_learned_at: Millis,
+    /// Since when our primary's heartbeats have said it lost its lease
+    /// (§6.9): a primary fenced for longer than the freshness window no
+    /// longer counts as alive, so a majority that hears it can still elect.
+    primary_fenced_since: Option<Millis>,
+    /// We stopped vouching for a primary that stayed fenced (§6.9).
+    primary_withdrawn: bool,
+    /// The data node's generation as last reported by the adapter (§6.8).
+    data_generation: u64,
     peers: Peers,
     /// Highest epoch seen in any message (a hint for choosing the next epoch).
     max_seen_epoch: u64,
@@ -130,6 +143,9 @@ impl Core {
             primary_stamp: 0,
             primary_resigned: None,
             handover_learned_at: now,
+            primary_fenced_since: None,
+            primary_withdrawn: false,
+            data_generation: 0,
             peers,
             started_at: now,
             voted_at: now,
@@ -226,7 +242,7 @@ impl Core {
                 view.last_hb
                     .as_ref()
                     .filter(|hb| hb.echo > 0)
-                    .map(|hb| hb.echo + t.lease_ms()),
+                    .map(|hb| hb.echo.saturating_add(t.lease_ms())),
             );
             consider(view.last_heard.map(|h| h + t.down_after_ms));
         }
@@ -273,6 +289,12 @@ impl Core {
     pub fn observation(&self) -> &Observation {
         &self.obs
     }
+    /// The data-node generation the core has taken into account (§6.8):
+    /// the shell tags every target with it, and the adapter applies a
+    /// target only to the generation it was chosen for.
+    pub fn data_generation(&self) -> u64 {
+        self.data_generation
+    }
     /// The timers and gates that decide whether this node stands or votes,
     /// in one line: what a simulator failure report needs to explain a stall.
     pub fn diagnostics(&self) -> String {
@@ -305,6 +327,26 @@ impl Core {
 
     fn on_message(&mut self, from: NodeId, msg: Message) {
         if from == self.cfg.node_id || !self.cfg.is_member(&from) {
+            return;
+        }
+        // Bounds on wire integers (§3.6): epochs advance by one per
+        // election, so a message claiming an epoch far beyond anything this
+        // node knows is a bug or an attack; believing it could wedge the
+        // cluster at the top of the range (and persist the wedge).
+        let highest = self
+            .state
+            .epoch
+            .max(self.state.voted_epoch)
+            .max(self.max_seen_epoch);
+        let limit = highest.saturating_add(MAX_EPOCH_JUMP).min(MAX_EPOCH);
+        if msg.highest_epoch() > limit {
+            tracing::warn!(%from, epoch = msg.highest_epoch(), limit, "message epoch out of range: dropped");
+            self.emit(Action::Notify(Notice::Fault {
+                what: format!(
+                    "dropped a message from {from} with epoch {} (limit {limit})",
+                    msg.highest_epoch()
+                ),
+            }));
             return;
         }
         self.peers.heard(&from, self.now);
@@ -356,7 +398,7 @@ impl Core {
         // Same epoch.
         if self.primary.as_deref() == Some(from.as_str()) {
             if hb.role == Role::Primary {
-                if self.primary_resigned.is_none() {
+                if self.primary_resigned.is_none() && !self.primary_stays_fenced(hb.lease_lost) {
                     self.primary_heard_at = Some(self.now);
                     self.primary_stamp = self.primary_stamp.max(hb.stamp);
                 }
@@ -406,6 +448,10 @@ impl Core {
     }
 
     fn on_observation(&mut self, obs: Observation) {
+        if obs.generation != self.data_generation {
+            self.data_generation = obs.generation;
+            self.on_data_node_restarted();
+        }
         if obs.reachable {
             if self.data_down_since.take().is_some() {
                 tracing::info!("data node reachable again");
@@ -550,6 +596,72 @@ impl Core {
         self.primary_resigned = None;
         self.primary_stamp = 0;
         self.fenced_by_lease = false;
+        self.primary_fenced_since = None;
+        self.primary_withdrawn = false;
+    }
+
+    /// Tracks how long our primary has said it lost its lease, and decides
+    /// whether its heartbeat still proves it alive (§6.9). A primary that
+    /// can send but not receive loses its lease and fences, yet every peer
+    /// keeps hearing it; counted as alive, it would block failover for as
+    /// long as the fault lasts. After `voter_fresh` of continuous fencing we
+    /// stop refreshing it: from then on our echo is frozen (so no lease can
+    /// rest on it) and the ordinary timers let a majority elect.
+    fn primary_stays_fenced(&mut self, lease_lost: bool) -> bool {
+        if !lease_lost {
+            self.primary_fenced_since = None;
+            if self.primary_withdrawn {
+                tracing::info!("primary holds its lease again");
+            }
+            self.primary_withdrawn = false;
+            return false;
+        }
+        let since = *self.primary_fenced_since.get_or_insert(self.now);
+        if !self.primary_withdrawn
+            && self.now.saturating_sub(since) >= self.cfg.timings.voter_fresh_ms()
+        {
+            self.primary_withdrawn = true;
+            tracing::warn!(
+                primary = ?self.primary,
+                fenced_ms = self.now - since,
+                "primary has been fenced too long: no longer vouching for it"
+            );
+        }
+        self.primary_withdrawn
+    }
+
+    /// The data node came back as a new process, or with its data behind
+    /// what it reported (§6.8). Nothing it held can be assumed any more: its
+    /// old offset is forgotten, a candidacy offered with its old position is
+    /// withdrawn, and a primary resigns rather than make whatever came back
+    /// writable (an empty node made primary again would wipe every replica
+    /// by full resync). A new election decides, and a node that came back
+    /// with less data cannot win it.
+    fn on_data_node_restarted(&mut self) {
+        tracing::warn!(role = %self.role, epoch = self.state.epoch, "data node restarted: its data is no longer trusted");
+        self.emit(Action::Notify(Notice::Fault {
+            what: "data node restarted or went backwards".into(),
+        }));
+        // Its position is whatever it reports now (an empty node reports
+        // offset 0): never the offset it had before. Voters judge offers
+        // against their own fresh offset, so every holder of an
+        // acknowledged write still refuses a candidate that lacks it.
+        self.stream_claim = None;
+        self.obs.offset = None;
+        // The adapter applies nothing after a restart until it gets a
+        // target issued after it: re-issue the current one.
+        self.target_dropped = true;
+        match self.role {
+            Role::Primary => {
+                self.switchover = None;
+                self.resign(None, Reason::DataNodeRestarted);
+            }
+            Role::Candidate => {
+                self.candidacy = None;
+                self.set_role(Role::Replica, Reason::DataNodeRestarted);
+            }
+            Role::Replica => {}
+        }
     }
 
     /// A peer is in a newer committed epoch but does not know its primary
@@ -619,6 +731,16 @@ impl Core {
             },
         };
         if target != self.target || std::mem::take(&mut self.target_dropped) {
+            if self.target.writable() && !target.fences() && !target.writable() {
+                // From writable straight to following a new primary: the
+                // follow waits for the new epoch to be durable, but writes
+                // must stop now (§5.2.1), even if that persist never lands.
+                self.target_seq += 1;
+                self.emit(Action::ApplyDataNode {
+                    seq: self.target_seq,
+                    target: DataNodeTarget::Isolated,
+                });
+            }
             self.target = target.clone();
             self.target_seq += 1;
             self.stream_claim = match target {
@@ -644,6 +766,7 @@ impl Core {
             primary: self.primary.clone(),
             eligible: self.eligible() && self.primary_resigned_by_me().is_none(),
             fenced: self.fenced(),
+            lease_lost: self.role == Role::Primary && self.fenced_by_lease,
             data_epoch: self.state.data_epoch,
             stamp: self.now,
             echo: self.echo(),
@@ -730,11 +853,29 @@ impl Core {
     /// Emits an action, holding it back while a persist is in flight
     /// (protocol §5.2: messages that depend on a vote leave only after it is
     /// durable).
+    ///
+    /// A target that only takes authority away (a fence, §5.2.1) never
+    /// waits: a primary whose disk fails must still fence. It supersedes any
+    /// target still held, so a held writable target can never be applied
+    /// after it.
     fn emit(&mut self, action: Action) {
-        if self.persist_seq > self.durable_seq {
-            self.held.push((self.persist_seq, action));
-        } else {
+        if self.persist_seq <= self.durable_seq {
             self.out.push(action);
+            return;
+        }
+        let bypasses = match &action {
+            Action::ApplyDataNode { target, .. } => target.fences(),
+            Action::Notify(Notice::FenceChanged { fenced, .. }) => *fenced,
+            _ => false,
+        };
+        if bypasses {
+            if matches!(action, Action::ApplyDataNode { .. }) {
+                self.held
+                    .retain(|(_, a)| !matches!(a, Action::ApplyDataNode { .. }));
+            }
+            self.out.push(action);
+        } else {
+            self.held.push((self.persist_seq, action));
         }
     }
 }

@@ -23,7 +23,7 @@ impl Core {
             .iter()
             .filter_map(|v| v.last_hb.as_ref())
             .filter(|hb| hb.epoch == epoch && hb.primary.as_deref() == Some(me) && hb.echo > 0)
-            .filter(|hb| hb.echo + lease > now)
+            .filter(|hb| hb.echo.saturating_add(lease) > now)
             .count();
         let ok = 1 + supporters >= self.cfg.quorum();
         if !ok && !self.fenced_by_lease {
@@ -69,7 +69,7 @@ impl Core {
 
     /// Gives up the primary role; peers see it in the next heartbeat (role
     /// replica, primary = us) and elect without waiting for `down_after`.
-    fn resign(&mut self, successor: Option<NodeId>, reason: Reason) {
+    pub(super) fn resign(&mut self, successor: Option<NodeId>, reason: Reason) {
         self.primary_resigned = Some(successor.clone());
         self.handover_learned_at = self.now;
         self.set_role(Role::Replica, reason);

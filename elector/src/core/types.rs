@@ -66,6 +66,18 @@ impl DataNodeTarget {
     pub fn writable(&self) -> bool {
         matches!(self, DataNodeTarget::Primary)
     }
+
+    /// True when reaching this target only takes authority away (writes
+    /// refused, no new upstream): such a target never waits behind a
+    /// persist (protocol §5.2), so a node whose disk fails still fences.
+    /// `Follow` is not one: which stream the data node joins is part of the
+    /// durable state (§4.3) and must be recorded first.
+    pub fn fences(&self) -> bool {
+        matches!(
+            self,
+            DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver | DataNodeTarget::Isolated
+        )
+    }
 }
 
 /// The data node's state as last observed by the adapter.
@@ -82,6 +94,13 @@ pub struct Observation {
     /// The offset read right after that apply: if the offset moves away from
     /// it, data from the new upstream may have arrived (§4.3).
     pub offset_at_apply: Option<u64>,
+    /// How many times the adapter has seen the data node come back as a
+    /// different process (Redis `run_id`, kevy `process_id`) or with its
+    /// position gone backwards. Each increase tells the core that whatever
+    /// the data node held or was told before may be gone (§6.8); the adapter
+    /// applies nothing but the start-up clamp until the core issues a new
+    /// target.
+    pub generation: u64,
 }
 
 /// Machine-readable cause of a role change or fence change (issue 3 §1).
@@ -102,6 +121,11 @@ pub enum Reason {
     DataNodeRecovered,
     PersistFailed,
     PrimaryResigned,
+    /// The data node restarted or its data went backwards (§6.8).
+    DataNodeRestarted,
+    /// Our primary has reported itself fenced for longer than the
+    /// freshness window: peers treat it as absent for voting (§6.9).
+    PrimaryFenced,
 }
 
 impl Reason {
@@ -121,6 +145,8 @@ impl Reason {
             Reason::DataNodeRecovered => "data_node_recovered",
             Reason::PersistFailed => "persist_failed",
             Reason::PrimaryResigned => "primary_resigned",
+            Reason::DataNodeRestarted => "data_node_restarted",
+            Reason::PrimaryFenced => "primary_fenced",
         }
     }
 }

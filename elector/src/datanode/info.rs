@@ -17,6 +17,51 @@ pub struct ReplicationInfo {
     /// Replica: `master_link_status:up`.
     pub link_up: bool,
     pub connected_replicas: Option<u64>,
+    /// Which process answered (Redis `run_id`, kevy `process_id`): a change
+    /// means the data node restarted (protocol §6.8).
+    pub identity: Option<String>,
+    /// Redis: the fence-related settings as read back from the server on
+    /// this very poll, never as last written (protocol §6.4.1).
+    pub redis_settings: Option<RedisSettings>,
+}
+
+/// The Redis settings the fence relies on, read with `CONFIG GET`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedisSettings {
+    pub min_replicas_to_write: u64,
+    pub min_replicas_max_lag: u64,
+    pub replica_read_only: bool,
+}
+
+impl RedisSettings {
+    /// Parses the flat `CONFIG GET` reply (name, value, name, value …).
+    pub fn parse(pairs: &[String]) -> Option<RedisSettings> {
+        let get = |name: &str| {
+            pairs
+                .chunks(2)
+                .find(|kv| kv.len() == 2 && kv[0] == name)
+                .map(|kv| kv[1].as_str())
+        };
+        Some(RedisSettings {
+            min_replicas_to_write: get("min-replicas-to-write")?.parse().ok()?,
+            min_replicas_max_lag: get("min-replicas-max-lag")?.parse().ok()?,
+            replica_read_only: get("replica-read-only")? == "yes",
+        })
+    }
+}
+
+/// The identity field of `INFO server`: `run_id` (Redis) or `process_id`
+/// (kevy, which has no run id).
+pub fn parse_identity(server_info: &str) -> Option<String> {
+    let mut pid = None;
+    for line in server_info.lines() {
+        match line.trim().split_once(':') {
+            Some(("run_id", v)) => return Some(format!("run_id:{v}")),
+            Some(("process_id", v)) => pid = Some(format!("process_id:{v}")),
+            _ => {}
+        }
+    }
+    pid
 }
 
 impl ReplicationInfo {
@@ -151,9 +196,14 @@ impl RespClient {
             .map(drop)
     }
 
+    /// `INFO server` (for the identity) then `INFO replication`: kevy
+    /// answers only the first section of a multi-section INFO.
     pub async fn replication_info(&mut self) -> Result<ReplicationInfo, DataNodeError> {
+        let server: String = self.call(&["INFO", "server"]).await?;
         let text: String = self.call(&["INFO", "replication"]).await?;
-        ReplicationInfo::parse(&text)
+        let mut info = ReplicationInfo::parse(&text)?;
+        info.identity = parse_identity(&server);
+        Ok(info)
     }
 }
 
@@ -175,6 +225,43 @@ mod tests {
         let info = ReplicationInfo::parse(text).unwrap();
         assert_eq!((info.offset, info.connected_replicas), (13, Some(2)));
         assert!(info.is_master());
+    }
+
+    #[test]
+    fn the_identity_is_the_run_id_or_else_the_process_id() {
+        assert_eq!(
+            parse_identity("redis_version:7.0.15\r\nprocess_id:12\r\nrun_id:abc\r\n").as_deref(),
+            Some("run_id:abc")
+        );
+        assert_eq!(
+            parse_identity("kevy_version:7.0.0\r\nprocess_id:7713\r\n").as_deref(),
+            Some("process_id:7713")
+        );
+        assert_eq!(parse_identity("redis_version:7.0.15\r\n"), None);
+    }
+
+    #[test]
+    fn redis_fence_settings_are_read_from_a_config_get_reply() {
+        let reply: Vec<String> = [
+            "min-replicas-to-write",
+            "1",
+            "replica-read-only",
+            "no",
+            "min-replicas-max-lag",
+            "0",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            RedisSettings::parse(&reply),
+            Some(RedisSettings {
+                min_replicas_to_write: 1,
+                min_replicas_max_lag: 0,
+                replica_read_only: false
+            })
+        );
+        assert_eq!(RedisSettings::parse(&reply[..2]), None);
     }
 
     #[test]

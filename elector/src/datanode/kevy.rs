@@ -1,4 +1,4 @@
-//! kevy 3.17.3: `REPLICAOF host port` takes the primary's *replication*
+//! kevy 7.0.0: `REPLICAOF host port` takes the primary's *replication*
 //! port (client port + `replication_port_offset`); there is no CLIENT PAUSE
 //! and no CONFIG SET for replica settings, so the general fence is demotion:
 //! a fenced or isolated kevy is a read-only replica of an address where
@@ -129,6 +129,13 @@ impl DataNodeAdapter for KevyNode {
             }
         }
         Ok(())
+    }
+
+    /// kevy's only general fence is demotion (no `min-replicas-*`, no
+    /// `replica-read-only` in its `CONFIG SET`).
+    async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
+        self.following.clear();
+        self.client.replicaof(NOWHERE.0, NOWHERE.1).await
     }
 
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool {

@@ -9,13 +9,13 @@ mod info;
 mod kevy;
 mod redis_node;
 
-pub use info::ReplicationInfo;
+pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
 pub use redis_node::RedisNode;
 
 use crate::core::{DataNodeTarget, Observation};
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 
@@ -40,15 +40,18 @@ pub enum DataNodeError {
 /// One backend (kevy or Redis).
 pub trait DataNodeAdapter: Send + 'static {
     fn kind(&self) -> &'static str;
-    /// Reads `INFO replication`.
+    /// Reads `INFO server` and `INFO replication` (and, for Redis, the
+    /// fence settings), fresh from the server.
     fn observe(&mut self) -> impl Future<Output = Result<ReplicationInfo, DataNodeError>> + Send;
     /// Makes the node what `target` says (idempotent).
     fn apply(
         &mut self,
         target: &DataNodeTarget,
     ) -> impl Future<Output = Result<(), DataNodeError>> + Send;
-    /// Whether what we observe already is `target` (else it is re-applied:
-    /// a restarted data node comes back as its config file says).
+    /// Refuses writes without reading anything first: the fence tried when
+    /// `INFO` itself fails (a timeout, `maxclients`), protocol §6.4.1.
+    fn fence_blind(&mut self) -> impl Future<Output = Result<(), DataNodeError>> + Send;
+    /// Whether what we observe already is `target` (else it is re-applied).
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool;
 }
 
@@ -58,18 +61,63 @@ pub struct DataNodeReport {
     pub obs: Observation,
     pub info: Option<ReplicationInfo>,
     pub error: Option<String>,
+    /// A fence target was applied in this round: how long after it was
+    /// issued (exported as `elector_fence_apply_seconds`, protocol §6.2.1).
+    pub fence_applied_after: Option<Duration>,
+}
+
+/// The adapter's memory of the data node between polls.
+#[derive(Default)]
+struct Tracker {
+    applied_seq: u64,
+    offset_at_apply: Option<u64>,
+    identity: Option<String>,
+    generation: u64,
+    /// The last target applied was writable (a primary's data node does not
+    /// turn into a replica by itself: if it does, it restarted).
+    applied_writable: bool,
+    /// When the newest target was first seen (for the fence latency).
+    target_seen: Option<(u64, Instant)>,
+}
+
+impl Tracker {
+    /// Decides from `info` whether the data node restarted under us.
+    fn restarted(&mut self, info: &ReplicationInfo, seq: u64) -> bool {
+        let new_process = match (&self.identity, &info.identity) {
+            (Some(old), Some(new)) => old != new,
+            _ => false,
+        };
+        if info.identity.is_some() {
+            self.identity = info.identity.clone();
+        }
+        let demoted_behind_our_back =
+            self.applied_writable && self.applied_seq == seq && !info.is_master();
+        if new_process || demoted_behind_our_back {
+            self.generation += 1;
+            self.applied_writable = false;
+            return true;
+        }
+        false
+    }
 }
 
 /// Drives `adapter`: applies the latest target, polls every `poll`, and
 /// sends a report after each poll.
+///
+/// Safety rules (protocol §6.4.1, §6.8): a fence target is applied before
+/// anything is read; when the node cannot be read, a non-writable target is
+/// still enforced with a blind fence; a data node that restarted (another
+/// process answers, or a primary turned replica by itself) gets the
+/// start-up clamp at once and nothing else until the core has re-issued a
+/// target, so whatever came back is never made writable without the core
+/// deciding again.
 pub async fn run<A: DataNodeAdapter>(
     mut adapter: A,
-    mut targets: watch::Receiver<(u64, DataNodeTarget)>,
+    mut targets: watch::Receiver<(u64, u64, DataNodeTarget)>,
     reports: mpsc::Sender<DataNodeReport>,
     poll: Duration,
 ) {
-    let mut applied_seq = 0u64;
-    let mut offset_at_apply = None;
+    let mut t = Tracker::default();
     let mut ticker = tokio::time::interval(poll);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -77,29 +125,65 @@ pub async fn run<A: DataNodeAdapter>(
             _ = ticker.tick() => {}
             changed = targets.changed() => if changed.is_err() { return },
         }
-        let (seq, target) = targets.borrow_and_update().clone();
+        // `generation`: the data-node generation the core knew when it chose
+        // this target. A target chosen before the core learned of a restart
+        // is never applied to what came back.
+        let (seq, generation, target) = targets.borrow_and_update().clone();
+        if t.target_seen.is_none_or(|(s, _)| s != seq) {
+            t.target_seen = Some((seq, Instant::now()));
+        }
         let mut error = None;
-        // Observe first: re-apply only when the node drifted or the target is new.
+        let mut fence_applied_after = None;
+        let mut restarted = false;
+        // A new fence goes out before anything is read: reading first would
+        // add a command (and its timeout) to the fence's latency.
+        if target.fences() && seq > t.applied_seq && generation == t.generation {
+            match adapter.apply(&target).await {
+                Ok(()) => {
+                    tracing::info!(target = ?target, seq, backend = adapter.kind(), "data node fenced");
+                    t.applied_seq = seq;
+                    t.applied_writable = false;
+                    fence_applied_after = t.target_seen.map(|(_, at)| at.elapsed());
+                }
+                Err(e) => error = Some(e.to_string()),
+            }
+        }
         let before = adapter.observe().await;
+        if let Ok(info) = &before {
+            if t.restarted(info, seq) {
+                restarted = true;
+                tracing::warn!(generation = t.generation, identity = ?info.identity, backend = adapter.kind(),
+                    "data node restarted under us: clamping it until the elector decides again");
+                if let Err(e) = adapter.apply(&DataNodeTarget::Isolated).await {
+                    error = Some(e.to_string());
+                }
+            }
+        }
+        let current = generation == t.generation;
         // A new target the node already satisfies (kevy: fenced primary and
         // isolated are the same command) needs no command at all.
         let satisfied = before
             .as_ref()
             .is_ok_and(|info| adapter.satisfies(info, &target));
-        if satisfied && seq > applied_seq {
-            applied_seq = seq;
-            offset_at_apply = before.as_ref().ok().map(|i| i.offset);
+        if current && satisfied && seq > t.applied_seq {
+            t.applied_seq = seq;
+            t.applied_writable = target.writable();
+            t.offset_at_apply = before.as_ref().ok().map(|i| i.offset);
         }
-        let needs_apply = before.is_ok() && !satisfied;
+        let needs_apply = current && !restarted && before.is_ok() && !satisfied;
         if needs_apply {
             match adapter.apply(&target).await {
                 Ok(()) => {
-                    if seq > applied_seq {
+                    if seq > t.applied_seq {
                         tracing::info!(target = ?target, seq, backend = adapter.kind(), "data node updated");
                     } else {
                         tracing::warn!(target = ?target, backend = adapter.kind(), "data node drifted; re-applied");
                     }
-                    applied_seq = seq;
+                    if !target.writable() && fence_applied_after.is_none() && seq > t.applied_seq {
+                        fence_applied_after = t.target_seen.map(|(_, at)| at.elapsed());
+                    }
+                    t.applied_seq = seq;
+                    t.applied_writable = target.writable();
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, target = ?target, "applying data node target failed");
@@ -107,14 +191,20 @@ pub async fn run<A: DataNodeAdapter>(
                 }
             }
         }
+        if before.is_err() && !target.writable() {
+            // Cannot read the node, but it must not take writes: fence blind.
+            if let Err(e) = adapter.fence_blind().await {
+                tracing::debug!(error = %e, "blind fence failed too");
+            }
+        }
         // The offset reported with `applied_seq` is read after the apply.
-        let after = if needs_apply {
+        let after = if needs_apply || restarted {
             adapter.observe().await
         } else {
             before
         };
         if needs_apply && error.is_none() {
-            offset_at_apply = after.as_ref().ok().map(|i| i.offset);
+            t.offset_at_apply = after.as_ref().ok().map(|i| i.offset);
         }
         let report = match after {
             Ok(info) => DataNodeReport {
@@ -122,22 +212,26 @@ pub async fn run<A: DataNodeAdapter>(
                     reachable: true,
                     offset: Some(info.offset),
                     link_up: info.is_master() || info.link_up,
-                    applied_seq,
-                    offset_at_apply,
+                    applied_seq: t.applied_seq,
+                    offset_at_apply: t.offset_at_apply,
+                    generation: t.generation,
                 },
                 info: Some(info),
                 error,
+                fence_applied_after,
             },
             Err(e) => DataNodeReport {
                 obs: Observation {
                     reachable: false,
                     offset: None,
                     link_up: false,
-                    applied_seq,
-                    offset_at_apply,
+                    applied_seq: t.applied_seq,
+                    offset_at_apply: t.offset_at_apply,
+                    generation: t.generation,
                 },
                 info: None,
                 error: Some(e.to_string()),
+                fence_applied_after,
             },
         };
         if reports.send(report).await.is_err() {

@@ -2,36 +2,87 @@
 //! primary (so its replicas keep streaming, which a switchover needs) but
 //! makes it refuse writes: `min-replicas-to-write` set beyond the cluster
 //! size makes every write fail with NOREPLICAS until it is lifted.
+//!
+//! Unfenced, the same setting is the data node's own dead-man switch
+//! (protocol §6.4.1): `min-replicas-to-write` is quorum − 1 and
+//! `min-replicas-max-lag` a few seconds, so a primary whose replicas all
+//! left it (they detach from a primary they no longer vouch for, §6.2)
+//! refuses writes on its own, even if its elector is frozen or gone.
+//!
+//! Nothing is assumed: every poll reads the three settings back
+//! (`CONFIG GET`), and a target counts as applied only when what the server
+//! says matches it. A fence lifted by hand, a `CONFIG SET` that timed out
+//! but ran, `replica-read-only no` or `min-replicas-max-lag 0` (which turns
+//! the whole check off in Redis) are all seen and overridden.
 
-use super::info::{RespClient, Upstream};
+use super::info::{RedisSettings, RespClient, Upstream};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
 
 /// More replicas than any cluster has: writes are refused.
-const FENCE_MIN_REPLICAS: &str = "1000";
+const FENCE_MIN_REPLICAS: u64 = 1000;
 
 pub struct RedisNode {
     client: RespClient,
     following: Upstream,
-    fenced: Option<bool>,
+    /// `min-replicas-to-write` of an unfenced primary: quorum − 1.
+    write_quorum: u64,
+    /// `min-replicas-max-lag` in seconds (Redis counts whole seconds; 0
+    /// disables the check, so it is at least 1).
+    max_lag_s: u64,
 }
 
 impl RedisNode {
-    pub fn new(address: &str, password: Option<&str>) -> RedisNode {
+    pub fn new(
+        address: &str,
+        password: Option<&str>,
+        write_quorum: u64,
+        max_lag_s: u64,
+    ) -> RedisNode {
         RedisNode {
             client: RespClient::new(address, password),
             following: Upstream::default(),
-            fenced: None,
+            write_quorum,
+            max_lag_s: max_lag_s.max(1),
         }
     }
 
+    fn wanted(&self, fenced: bool) -> RedisSettings {
+        RedisSettings {
+            min_replicas_to_write: if fenced {
+                FENCE_MIN_REPLICAS
+            } else {
+                self.write_quorum
+            },
+            min_replicas_max_lag: self.max_lag_s,
+            replica_read_only: true,
+        }
+    }
+
+    /// One `CONFIG SET` with every setting the fence relies on.
     async fn set_fence(&mut self, on: bool) -> Result<(), DataNodeError> {
-        let value = if on { FENCE_MIN_REPLICAS } else { "0" };
+        let w = self.wanted(on);
+        let (min, lag) = (
+            w.min_replicas_to_write.to_string(),
+            w.min_replicas_max_lag.to_string(),
+        );
         self.client
-            .call::<String>(&["CONFIG", "SET", "min-replicas-to-write", value])
-            .await?;
-        self.fenced = Some(on);
-        Ok(())
+            .call::<String>(&[
+                "CONFIG",
+                "SET",
+                "min-replicas-to-write",
+                &min,
+                "min-replicas-max-lag",
+                &lag,
+                "replica-read-only",
+                "yes",
+            ])
+            .await
+            .map(drop)
+    }
+
+    fn settings_are(&self, info: &ReplicationInfo, fenced: bool) -> bool {
+        info.redis_settings.as_ref() == Some(&self.wanted(fenced))
     }
 }
 
@@ -41,15 +92,18 @@ impl DataNodeAdapter for RedisNode {
     }
 
     async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
-        let info = self.client.replication_info().await?;
-        if info.is_master() && self.fenced.is_none() {
-            // Learn the fence after a restart of ours: ask rather than assume.
-            let v: Vec<String> = self
-                .client
-                .call(&["CONFIG", "GET", "min-replicas-to-write"])
-                .await?;
-            self.fenced = Some(v.get(1).is_some_and(|n| n != "0"));
-        }
+        let mut info = self.client.replication_info().await?;
+        let reply: Vec<String> = self
+            .client
+            .call(&[
+                "CONFIG",
+                "GET",
+                "min-replicas-to-write",
+                "min-replicas-max-lag",
+                "replica-read-only",
+            ])
+            .await?;
+        info.redis_settings = RedisSettings::parse(&reply);
         Ok(info)
     }
 
@@ -82,16 +136,68 @@ impl DataNodeAdapter for RedisNode {
         Ok(())
     }
 
+    async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
+        self.set_fence(true).await
+    }
+
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool {
+        let fenced = !target.writable();
+        if !self.settings_are(info, fenced) {
+            return false;
+        }
         match target {
-            DataNodeTarget::Primary => info.is_master() && self.fenced == Some(false),
-            DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver => {
-                info.is_master() && self.fenced == Some(true)
-            }
+            DataNodeTarget::Primary
+            | DataNodeTarget::FencedPrimary
+            | DataNodeTarget::HandingOver => info.is_master(),
             DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
             DataNodeTarget::Follow { primary_addr, .. } => {
                 self.following.satisfies(primary_addr, info)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(role: &str, settings: RedisSettings) -> ReplicationInfo {
+        ReplicationInfo {
+            role: role.into(),
+            redis_settings: Some(settings),
+            ..ReplicationInfo::default()
+        }
+    }
+
+    #[test]
+    fn a_fence_lifted_by_hand_is_not_taken_for_applied() {
+        let node = RedisNode::new("127.0.0.1:1", None, 1, 2);
+        let lifted = info("master", node.wanted(false));
+        assert!(!node.satisfies(&lifted, &DataNodeTarget::FencedPrimary));
+        assert!(node.satisfies(
+            &info("master", node.wanted(true)),
+            &DataNodeTarget::FencedPrimary
+        ));
+    }
+
+    #[test]
+    fn a_disabled_lag_check_or_a_writable_replica_setting_is_drift() {
+        let node = RedisNode::new("127.0.0.1:1", None, 1, 2);
+        let mut no_lag = node.wanted(false);
+        no_lag.min_replicas_max_lag = 0;
+        assert!(!node.satisfies(&info("master", no_lag), &DataNodeTarget::Primary));
+        let mut writable_replica = node.wanted(true);
+        writable_replica.replica_read_only = false;
+        let mut replica = info("slave", writable_replica);
+        replica.master_host = Some(NOWHERE.0.into());
+        replica.master_port = Some(NOWHERE.1);
+        assert!(!node.satisfies(&replica, &DataNodeTarget::Isolated));
+    }
+
+    #[test]
+    fn an_unfenced_primary_keeps_a_write_quorum_as_its_dead_man_switch() {
+        let node = RedisNode::new("127.0.0.1:1", None, 2, 0);
+        let w = node.wanted(false);
+        assert_eq!((w.min_replicas_to_write, w.min_replicas_max_lag), (2, 1));
     }
 }

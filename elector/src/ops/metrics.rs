@@ -59,6 +59,12 @@ pub struct Metrics {
     elections_won: AtomicU64,
     elections_lost: AtomicU64,
     data_node_errors: AtomicU64,
+    /// Fence applies on the data node (protocol §6.2.1): count, total and
+    /// worst time in microseconds, from the core's decision to the
+    /// server's OK.
+    fence_applies: AtomicU64,
+    fence_apply_us_sum: AtomicU64,
+    fence_apply_us_max: AtomicU64,
     messages_in: Labelled,
     messages_out: Labelled,
     messages_rejected: Labelled,
@@ -102,6 +108,14 @@ impl Metrics {
 
     pub fn data_node_error(&self) {
         self.data_node_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A fence reached the data node `after` it was decided.
+    pub fn fence_applied(&self, after: std::time::Duration) {
+        let us = after.as_micros().min(u64::MAX as u128) as u64;
+        self.fence_applies.fetch_add(1, Ordering::Relaxed);
+        self.fence_apply_us_sum.fetch_add(us, Ordering::Relaxed);
+        self.fence_apply_us_max.fetch_max(us, Ordering::Relaxed);
     }
 
     /// A valid message of `kind` (`HB`, `OFFER`, ...) was received.
@@ -313,6 +327,22 @@ impl Metrics {
             &node,
             self.data_node_errors.load(Ordering::Relaxed),
         );
+        let secs = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
+        let node_id = node[0].1;
+        out.push_str(&format!(
+            "# HELP elector_fence_applies_total Fences applied on the data node (protocol 6.2.1).\n\
+             # TYPE elector_fence_applies_total counter\n\
+             elector_fence_applies_total{{node=\"{node_id}\"}} {}\n\
+             # HELP elector_fence_apply_seconds_total Time from each decision to fence to the data node's OK, summed.\n\
+             # TYPE elector_fence_apply_seconds_total counter\n\
+             elector_fence_apply_seconds_total{{node=\"{node_id}\"}} {}\n\
+             # HELP elector_fence_apply_max_seconds Slowest fence apply since start: keep it below timings.fence_margin_ms.\n\
+             # TYPE elector_fence_apply_max_seconds gauge\n\
+             elector_fence_apply_max_seconds{{node=\"{node_id}\"}} {}\n",
+            self.fence_applies.load(Ordering::Relaxed),
+            secs(&self.fence_apply_us_sum),
+            secs(&self.fence_apply_us_max),
+        ));
         labelled_counter(
             &mut out,
             "elector_messages_in_total",

@@ -24,6 +24,9 @@ pub struct DataNode {
     pub pending: Option<(Millis, u64, DataNodeTarget)>,
     pub link_up: bool,
     pub offset_at_apply: Option<u64>,
+    /// Bumped on every data-node restart, as the real adapter does when
+    /// another process answers (protocol §6.8).
+    pub generation: u64,
 }
 
 impl DataNode {
@@ -36,6 +39,7 @@ impl DataNode {
             pending: None,
             link_up: false,
             offset_at_apply: None,
+            generation: 0,
         }
     }
 
@@ -60,6 +64,7 @@ impl DataNode {
             link_up: self.up && (self.is_master() || self.link_up),
             applied_seq: self.applied_seq,
             offset_at_apply: self.offset_at_apply,
+            generation: self.generation,
         }
     }
 

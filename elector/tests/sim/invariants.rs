@@ -21,6 +21,15 @@ pub struct Invariants {
     overlap_since: Option<Millis>,
     pub longest_overlap_ms: u64,
     pub violations: Vec<String>,
+    /// How long a fence lifted by hand may stay lifted: one adapter poll
+    /// and the slowest fence apply (§6.4.1).
+    pub tamper_grace_ms: u64,
+    pub overlap_bound_ms: u64,
+    /// Liveness during faults (§9.2): when set, a majority that can talk
+    /// must have a writable primary within this long.
+    pub liveness_bound_ms: Option<u64>,
+    /// Since when the current healthy majority has existed, and who it is.
+    healthy_since: Option<(Millis, Vec<usize>)>,
 }
 
 impl Invariants {
@@ -35,13 +44,17 @@ impl Invariants {
             overlap_since: None,
             longest_overlap_ms: 0,
             violations: Vec::new(),
+            tamper_grace_ms: 100,
+            overlap_bound_ms: 50,
+            liveness_bound_ms: None,
+            healthy_since: None,
         }
     }
 
     /// The longest time two data nodes may both accept writes: a fence needs
-    /// a tick, an apply (≤ 30 ms in simulation) and a data step (10 ms).
+    /// a tick, an apply (the world's slowest fence) and a data step (10 ms).
     pub fn overlap_bound_ms(&self) -> u64 {
-        50
+        self.overlap_bound_ms
     }
 
     pub fn on_boot(&mut self, i: usize, disk: &PersistedState) {
@@ -161,10 +174,16 @@ impl Invariants {
         now: Millis,
         nodes: &[SimNode],
         _acked: &[AckedWrite],
+        blocked: &[Vec<bool>],
     ) -> Result<(), String> {
+        let grace = self.tamper_grace_ms;
         let writable = nodes
             .iter()
-            .filter(|n| n.data.writable() && n.paused_until.is_none_or(|u| now >= u))
+            .filter(|n| {
+                n.data.writable()
+                    && !(n.pause_data_too && n.paused_until.is_some_and(|u| now < u))
+                    && n.tampered_at.is_none_or(|t| now > t + grace)
+            })
             .count();
         if writable >= 2 {
             let since = *self.overlap_since.get_or_insert(now);
@@ -179,9 +198,86 @@ impl Invariants {
             self.overlap_since = None;
         }
         let _ = self.timings;
+        if let Some(bound) = self.liveness_bound_ms {
+            self.check_liveness(now, nodes, blocked, bound);
+        }
         match self.violations.first() {
             Some(v) => Err(v.clone()),
             None => Ok(()),
+        }
+    }
+}
+
+impl Invariants {
+    /// Liveness during faults (§9.2): whenever some majority of nodes is
+    /// healthy (elector and data node up, not stopped, disk writable) and
+    /// every pair of them can talk both ways, one of them must be a
+    /// writable primary within `bound` of that majority forming, for as
+    /// long as the fault lasts, not only after the final heal.
+    fn check_liveness(
+        &mut self,
+        now: Millis,
+        nodes: &[SimNode],
+        blocked: &[Vec<bool>],
+        bound: u64,
+    ) {
+        let healthy: Vec<usize> = (0..nodes.len())
+            .filter(|&i| {
+                let n = &nodes[i];
+                n.core.is_some()
+                    && n.data.up
+                    && n.paused_until.is_none_or(|u| now >= u)
+                    && now >= n.disk_broken_until
+            })
+            .collect();
+        let quorum = self.n / 2 + 1;
+        // The largest group of healthy nodes that all hear each other (n ≤ 5:
+        // every subset is cheap to try).
+        let mut best: Vec<usize> = Vec::new();
+        for mask in 1u32..(1 << healthy.len()) {
+            let group: Vec<usize> = healthy
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| mask & (1 << k) != 0)
+                .map(|(_, &i)| i)
+                .collect();
+            let connected = group.iter().all(|&a| {
+                group
+                    .iter()
+                    .all(|&b| a == b || (!blocked[a][b] && !blocked[b][a]))
+            });
+            if connected && group.len() > best.len() {
+                best = group;
+            }
+        }
+        if best.len() < quorum {
+            self.healthy_since = None;
+            return;
+        }
+        let since = match &self.healthy_since {
+            Some((t, group)) if *group == best => *t,
+            _ => {
+                self.healthy_since = Some((now, best.clone()));
+                now
+            }
+        };
+        // Served: some node is a writable primary (one outside the group
+        // holds a lease only while a majority echoes it, so it serves too).
+        let served = (0..nodes.len()).any(|i| {
+            nodes[i].data.writable()
+                && nodes[i]
+                    .core
+                    .as_ref()
+                    .is_some_and(|c| c.role() == elector::protocol::Role::Primary && !c.fenced())
+        });
+        if served {
+            self.healthy_since = Some((now, best));
+        } else if now - since > bound {
+            self.violations.push(format!(
+                "liveness: nodes {:?} are healthy and connected since {since} ms but no writable primary among them after {} ms",
+                best.iter().map(|i| format!("n{}", i + 1)).collect::<Vec<_>>(),
+                now - since
+            ));
         }
     }
 }

@@ -7,7 +7,8 @@ pub mod invariants;
 
 use datalayer::{AckedWrite, DataNode, PendingWrite};
 use elector::core::{
-    Action, Core, CoreConfig, Event, Faults, Member, Millis, Notice, PersistedState, Timings,
+    Action, Core, CoreConfig, DataNodeTarget, Event, Faults, Member, Millis, Notice,
+    PersistedState, Timings,
 };
 use elector::protocol::{Message, Role};
 use invariants::Invariants;
@@ -17,13 +18,18 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// Timings used in simulation: seed ratios, scaled down to keep runs short.
-pub fn sim_timings() -> Timings {
+/// The fence margin covers the world's slowest fence (protocol §6.2.1); a
+/// world with slow fences gets a longer `down_after` so a lease is left.
+pub fn sim_timings(world: &World) -> Timings {
+    let margin = world.margin_override.unwrap_or(world.fence_ms.1 + 20);
+    let down_after = if margin > 200 { 2_000 } else { 1_000 };
     Timings {
         hb_interval_ms: 100,
-        down_after_ms: 1_000,
+        down_after_ms: down_after,
         election_timeout_ms: 600,
         backoff_min_ms: 200,
         backoff_max_ms: 800,
+        fence_margin_ms: margin,
     }
 }
 
@@ -36,6 +42,16 @@ pub struct World {
     pub persist_ms: (u64, u64),
     pub persist_fail: f64,
     pub apply_ms: (u64, u64),
+    /// How long a fence target takes to reach the data node (protocol
+    /// §6.2.1: slow fences, a command running into its timeout).
+    pub fence_ms: (u64, u64),
+    /// Each node's clock runs at a rate within this of real time (§6.2.1).
+    pub clock_drift: f64,
+    /// The data node's dead-man switch (watchdog process, §6.4.1).
+    pub watchdog: bool,
+    /// A fence margin other than the one that covers `fence_ms` (for
+    /// proving that a too-small margin is caught).
+    pub margin_override: Option<u64>,
 }
 
 impl World {
@@ -47,6 +63,10 @@ impl World {
             persist_ms: (0, 5),
             persist_fail: [0.0, 0.0, 0.01][rng.gen_range(0..3)],
             apply_ms: (1, 30),
+            fence_ms: (1, [30, 30, 500][rng.gen_range(0..3)]),
+            clock_drift: [0.0, 0.01][rng.gen_range(0..2)],
+            watchdog: true,
+            margin_override: None,
         }
     }
 }
@@ -104,9 +124,27 @@ pub struct SimNode {
     pub incarnation: u64,
     pub tick_generation: u64,
     pub paused_until: Option<Millis>,
+    /// The pause holds the data node too (`docker pause`), or only the
+    /// elector process (`kill -STOP` of the elector).
+    pub pause_data_too: bool,
     pub data: DataNode,
     /// Writes to one disk complete in order, like the shell's single writer.
     pub disk_free_at: Millis,
+    /// Until then every write to this disk fails (read-only or full disk).
+    pub disk_broken_until: Millis,
+    /// Since when the elector has not answered (dead or stopped): what the
+    /// watchdog measures.
+    pub elector_silent_since: Option<Millis>,
+    /// This node's clock rate relative to real time.
+    pub clock_rate: f64,
+    /// The last target the elector issued, with the data-node generation it
+    /// was chosen for: the adapter re-applies it when the node drifts.
+    pub last_target: Option<(u64, u64, DataNodeTarget)>,
+    /// Someone lifted the fence by hand at this time.
+    pub tampered_at: Option<Millis>,
+    /// Every fence on this node's data node takes this long (a command
+    /// running into its timeout, kevy's blocking `REPLICAOF`).
+    pub slow_fence_ms: Option<u64>,
 }
 
 pub struct Sim {
@@ -132,7 +170,7 @@ pub struct Sim {
 impl Sim {
     pub fn new(seed: u64, n: usize, world: World, faults: Faults) -> Sim {
         let ids: Vec<String> = (1..=n).map(|i| format!("n{i}")).collect();
-        let timings = sim_timings();
+        let timings = sim_timings(&world);
         let mut sim = Sim {
             seed,
             now: 0,
@@ -152,21 +190,48 @@ impl Sim {
             ids,
         };
         for i in 0..n {
+            let drift = sim.world.clock_drift;
+            let clock_rate = if drift > 0.0 {
+                1.0 + sim.rng.gen_range(-drift..=drift)
+            } else {
+                1.0
+            };
             sim.nodes.push(SimNode {
                 core: None,
                 disk: PersistedState::default(),
                 incarnation: 0,
                 tick_generation: 0,
                 paused_until: None,
+                pause_data_too: true,
                 data: DataNode::new(),
                 disk_free_at: 0,
+                disk_broken_until: 0,
+                elector_silent_since: None,
+                clock_rate,
+                last_target: None,
+                tampered_at: None,
+                slow_fence_ms: None,
             });
             sim.boot(i);
             let first = sim.rng.gen_range(0..50);
             sim.push(first, Ev::Observe { node: i });
         }
         sim.push(10, Ev::DataStep);
+        // A fence lifted by hand lasts until the next adapter poll (50 ms)
+        // has re-applied the fence (one data step, the slowest fence).
+        sim.inv.tamper_grace_ms = 50 + 10 + sim.world.fence_ms.1 + 10;
+        // A node resuming from a stall (or a fault that only its own
+        // elector sees) is writable until its fence applies (§6.2).
+        sim.inv.overlap_bound_ms = 50 + sim.world.fence_ms.1;
         sim
+    }
+
+    /// The node that believes it is primary, if exactly one does.
+    pub fn primary(&self) -> Option<usize> {
+        let p: Vec<usize> = (0..self.nodes.len())
+            .filter(|&i| self.role_of(i) == Some(Role::Primary))
+            .collect();
+        (p.len() == 1).then(|| p[0])
     }
 
     fn config(&self, i: usize) -> CoreConfig {
@@ -194,11 +259,17 @@ impl Sim {
     /// Starts (or restarts) node `i`'s elector from what its disk holds.
     pub fn boot(&mut self, i: usize) {
         self.nodes[i].incarnation += 1;
-        let mut core = Core::new(self.config(i), self.nodes[i].disk.clone(), self.now);
-        let actions = core.start(self.now);
+        let now = self.clock(i);
+        let mut core = Core::new(self.config(i), self.nodes[i].disk.clone(), now);
+        let actions = core.start(now);
         self.inv.on_boot(i, &self.nodes[i].disk);
         self.nodes[i].core = Some(core);
         self.nodes[i].paused_until = None;
+        self.nodes[i].elector_silent_since = None;
+        // The adapter lives in the elector process: a new one starts
+        // counting data-node generations afresh.
+        self.nodes[i].data.generation = 0;
+        self.nodes[i].last_target = None;
         self.run_actions(i, actions);
         self.schedule_tick(i);
     }
@@ -210,6 +281,7 @@ impl Sim {
     /// node loses its unpersisted tail (never here: AOF) — both stop.
     pub fn crash(&mut self, i: usize, with_data: bool) {
         let _ = with_data;
+        self.nodes[i].elector_silent_since.get_or_insert(self.now);
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!(
                 "{:>6} {} CRASH with_data={with_data} log={}",
@@ -252,7 +324,84 @@ impl Sim {
     pub fn pause(&mut self, i: usize, for_ms: u64) {
         if self.nodes[i].core.is_some() {
             self.nodes[i].paused_until = Some(self.now + for_ms);
+            self.nodes[i].pause_data_too = true;
+            self.nodes[i].elector_silent_since.get_or_insert(self.now);
         }
+    }
+
+    /// `kill -STOP` of the elector alone: its data node keeps serving.
+    pub fn pause_elector(&mut self, i: usize, for_ms: u64) {
+        if self.nodes[i].core.is_some() {
+            self.trace(i, &format!("ELECTOR STOP {for_ms} ms"));
+            self.nodes[i].paused_until = Some(self.now + for_ms);
+            self.nodes[i].pause_data_too = false;
+            self.nodes[i].elector_silent_since.get_or_insert(self.now);
+        }
+    }
+
+    /// The elector process dies; the data node keeps running as it was
+    /// (parts fail alone, §6.4.1). `restart` boots the elector again.
+    pub fn crash_elector(&mut self, i: usize) {
+        self.trace(i, "ELECTOR CRASH");
+        self.nodes[i].core = None;
+        self.nodes[i].incarnation += 1;
+        self.nodes[i].elector_silent_since.get_or_insert(self.now);
+    }
+
+    /// The data node process dies and comes back at once, with its data
+    /// (AOF) or empty, under a running elector: as its config starts it,
+    /// a read-only replica of nowhere. The adapter sees a new process.
+    pub fn restart_data(&mut self, i: usize, lose_data: bool) {
+        self.trace(i, &format!("DATA RESTART lose_data={lose_data}"));
+        let elector_runs = self.nodes[i].core.is_some();
+        let d = &mut self.nodes[i].data;
+        if lose_data {
+            d.log.clear();
+        }
+        d.up = true;
+        d.link_up = false;
+        d.pending = None;
+        d.applied = DataNodeTarget::Isolated;
+        d.offset_at_apply = None;
+        if elector_runs {
+            d.generation += 1;
+        }
+    }
+
+    /// The disk under node `i`'s elector fails every write for `for_ms`.
+    pub fn break_disk(&mut self, i: usize, for_ms: u64) {
+        self.trace(i, &format!("DISK BROKEN {for_ms} ms"));
+        self.nodes[i].disk_broken_until = self.now + for_ms;
+    }
+
+    /// Someone lifts the fence by hand (`CONFIG SET min-replicas-to-write
+    /// 0`, `REPLICAOF NO ONE`): the data node takes writes behind the
+    /// elector's back until the adapter sees the drift.
+    /// Only under a running elector: with the elector stopped as well, two
+    /// parts failed and the watchdog's lease bound applies instead.
+    pub fn lift_fence_by_hand(&mut self, i: usize) {
+        if self.elector_stopped(i) {
+            return;
+        }
+        let d = &mut self.nodes[i].data;
+        if d.up && !d.applied.writable() {
+            self.trace(i, "FENCE LIFTED BY HAND");
+            let d = &mut self.nodes[i].data;
+            d.applied = DataNodeTarget::Primary;
+            d.link_up = false;
+            self.nodes[i].tampered_at = Some(self.now);
+        }
+    }
+
+    fn trace(&self, i: usize, what: &str) {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("{:>6} {} {what}", self.now, self.ids[i]);
+        }
+    }
+
+    /// Node `i`'s clock (monotonic, at its own rate).
+    pub fn clock(&self, i: usize) -> Millis {
+        (self.now as f64 * self.nodes[i].clock_rate) as Millis
     }
 
     /// An operator asks whichever node believes it is primary for a planned
@@ -294,7 +443,9 @@ impl Sim {
         let Some(core) = self.nodes[i].core.as_ref() else {
             return;
         };
-        let at = core.next_wakeup().max(self.now + 1);
+        let wake = core.next_wakeup();
+        let rate = self.nodes[i].clock_rate;
+        let at = ((wake as f64 / rate).ceil() as Millis).max(self.now + 1);
         self.nodes[i].tick_generation += 1;
         let generation = self.nodes[i].tick_generation;
         self.order += 1;
@@ -318,7 +469,8 @@ impl Sim {
             self.now = q.at;
             self.step(q.ev);
             self.events_handled += 1;
-            self.inv.check(self.now, &self.nodes, &self.acked)?;
+            self.inv
+                .check(self.now, &self.nodes, &self.acked, &self.blocked)?;
         }
         self.now = until;
         Ok(())
@@ -384,6 +536,10 @@ impl Sim {
                 }
             }
             Ev::Observe { node } => {
+                self.watchdog(node);
+                if !self.elector_stopped(node) {
+                    self.readapply_drift(node);
+                }
                 let obs = self.nodes[node].data.observe();
                 self.feed(node, Event::DataNode(obs));
                 self.push(50, Ev::Observe { node });
@@ -395,6 +551,61 @@ impl Sim {
         }
     }
 
+    /// The elector is dead or stopped.
+    fn elector_stopped(&self, i: usize) -> bool {
+        self.nodes[i].core.is_none() || self.nodes[i].paused_until.is_some_and(|u| self.now < u)
+    }
+
+    /// The watchdog beside the data node (§6.4.1): an elector silent for
+    /// longer than the lease (plus one probe) gets its data node fenced.
+    fn watchdog(&mut self, i: usize) {
+        if !self.world.watchdog || self.frozen(i) {
+            return;
+        }
+        let Some(since) = self.nodes[i].elector_silent_since else {
+            return;
+        };
+        let bound = self.timings.lease_ms() + self.timings.hb_interval_ms;
+        // It clamps the node as the elector's start-up does: no writes and
+        // no upstream. A replica must stop acknowledging too: nobody
+        // vouches for its primary any more (§6.2), and a stream it keeps
+        // following into a later epoch would not be on its elector's disk.
+        let d = &mut self.nodes[i].data;
+        if d.up && d.applied != DataNodeTarget::Isolated && self.now.saturating_sub(since) > bound {
+            d.applied = DataNodeTarget::Isolated;
+            d.link_up = false;
+            d.pending = None;
+            self.trace(i, "WATCHDOG CLAMP");
+        }
+    }
+
+    /// The adapter reads the node back every poll and re-applies the
+    /// current target when the node no longer matches it (a fence lifted
+    /// by hand, a watchdog fence after the elector came back).
+    fn readapply_drift(&mut self, i: usize) {
+        let Some((seq, generation, target)) = self.nodes[i].last_target.clone() else {
+            return;
+        };
+        let d = &self.nodes[i].data;
+        if !d.up || d.pending.is_some() || generation != d.generation || d.applied == target {
+            return;
+        }
+        let delay = self.apply_delay(i, &target);
+        self.nodes[i].data.pending = Some((self.now + delay, seq, target));
+    }
+
+    fn apply_delay(&mut self, i: usize, target: &DataNodeTarget) -> Millis {
+        if let (true, Some(ms)) = (target.fences(), self.nodes[i].slow_fence_ms) {
+            return ms;
+        }
+        let (lo, hi) = if target.fences() {
+            self.world.fence_ms
+        } else {
+            self.world.apply_ms
+        };
+        self.rng.gen_range(lo..=hi)
+    }
+
     fn feed(&mut self, i: usize, event: Event) {
         if self.nodes[i].paused_until.is_some_and(|u| self.now < u) {
             if let Event::Tick = event {
@@ -402,8 +613,10 @@ impl Sim {
             }
             return;
         }
-        self.nodes[i].paused_until = None;
-        let now = self.now;
+        if self.nodes[i].paused_until.take().is_some() && self.nodes[i].core.is_some() {
+            self.nodes[i].elector_silent_since = None;
+        }
+        let now = self.clock(i);
         let Some(core) = self.nodes[i].core.as_mut() else {
             return;
         };
@@ -431,7 +644,8 @@ impl Sim {
                             .rng
                             .gen_range(self.world.persist_ms.0..=self.world.persist_ms.1);
                     self.nodes[i].disk_free_at = self.now + delay;
-                    let ok = !self.rng.gen_bool(self.world.persist_fail);
+                    let ok = !self.rng.gen_bool(self.world.persist_fail)
+                        && self.now >= self.nodes[i].disk_broken_until;
                     let incarnation = self.nodes[i].incarnation;
                     self.push(
                         delay,
@@ -445,10 +659,19 @@ impl Sim {
                     );
                 }
                 Action::ApplyDataNode { seq, target } => {
-                    let delay = self
-                        .rng
-                        .gen_range(self.world.apply_ms.0..=self.world.apply_ms.1);
-                    self.nodes[i].data.pending = Some((self.now + delay, seq, target));
+                    self.trace(i, &format!("APPLY seq={seq} {target:?}"));
+                    // The shell tags the target with the data-node generation
+                    // the core knew (§6.8); the adapter applies it only to
+                    // that generation.
+                    let generation = self.nodes[i]
+                        .core
+                        .as_ref()
+                        .map_or(0, |c| c.data_generation());
+                    self.nodes[i].last_target = Some((seq, generation, target.clone()));
+                    if generation == self.nodes[i].data.generation {
+                        let delay = self.apply_delay(i, &target);
+                        self.nodes[i].data.pending = Some((self.now + delay, seq, target));
+                    }
                 }
                 Action::Notify(notice) => {
                     if std::env::var_os("SIM_TRACE").is_some() {
@@ -499,9 +722,9 @@ impl Sim {
         }
     }
 
-    /// A paused node is frozen whole (data node too), like `docker pause`.
+    /// A node paused whole (data node too), like `docker pause`.
     pub fn frozen(&self, i: usize) -> bool {
-        self.nodes[i].paused_until.is_some_and(|u| self.now < u)
+        self.nodes[i].pause_data_too && self.nodes[i].paused_until.is_some_and(|u| self.now < u)
     }
 
     /// Applies due targets, replicates, writes and acknowledges.
