@@ -326,16 +326,16 @@ fn a_primary_data_node_that_restarts_empty_is_never_made_writable_again() {
 /// Finding 2 (§5.2.1): the primary's disk fails for good. It must fence
 /// although its persists fail, and the others elect while it lasts.
 #[test]
-fn a_primary_whose_disk_fails_fences_and_is_replaced_while_the_disk_stays_broken() {
+fn a_new_primary_whose_disk_fails_fences_before_anyone_else_takes_writes() {
     all_focused_seeds_pass(
-        "a_primary_whose_disk_fails_fences_and_is_replaced_while_the_disk_stays_broken",
+        "a_new_primary_whose_disk_fails_fences_before_anyone_else_takes_writes",
         world_for,
-        // The disk breaks, then something makes the primary persist (its
-        // data node restarting resets its stream epoch, §6.8): the write
-        // fails, and the fence must not wait behind it.
-        |sim, p, _| {
-            sim.break_disk(p, 60_000);
-            sim.restart_data(p, false);
+        // The old primary is cut off; the disk of whoever wins next breaks
+        // the moment it is elected, so its first persist as primary (the
+        // stream epoch, §4.3) fails while its data node is writable.
+        |sim, p, pick| {
+            sim.break_disk_on_promotion = Some(8_000);
+            isolate_primary(sim, p, pick);
         },
     );
 }

@@ -102,6 +102,13 @@ impl Core {
             if !view.alive(self.now, down) || !hb.eligible || hb.role == Role::Primary {
                 return true;
             }
+            // Never defer to a peer we would refuse to vote for (§4.3: we
+            // may hold data of a later stream than it advertises); it
+            // cannot win without us, and deferring to it would leave
+            // nobody standing.
+            if (hb.data_epoch, hb.offset) < self.voting_position() {
+                return true;
+            }
             ((hb.data_epoch, hb.offset), std::cmp::Reverse(id)) < mine
         })
     }
@@ -216,6 +223,15 @@ impl Core {
         self.check_won();
     }
 
+    /// The position offers are judged against (§4.3): the stream the data
+    /// node may have joined, not only the one confirmed.
+    fn voting_position(&self) -> (u64, u64) {
+        (
+            self.state.data_epoch.max(self.state.data_epoch_seen),
+            self.my_offset(),
+        )
+    }
+
     pub(super) fn on_offer(
         &mut self,
         from: NodeId,
@@ -241,12 +257,7 @@ impl Core {
             Err(RejectReason::PrimaryAlive)
         } else if self.obs.offset.is_none() || !self.data_settled_after_sync() {
             Err(RejectReason::OwnOffsetUnknown)
-        } else if position
-            < (
-                self.state.data_epoch.max(self.state.data_epoch_seen),
-                self.my_offset(),
-            )
-        {
+        } else if position < self.voting_position() {
             Err(RejectReason::CandidateBehind)
         } else {
             Ok(())

@@ -165,6 +165,9 @@ pub struct Sim {
     pub inv: Invariants,
     pub faults: Faults,
     pub events_handled: u64,
+    /// The next node to become primary finds its disk broken at once: its
+    /// first persist as primary (the stream epoch) fails (finding 2).
+    pub break_disk_on_promotion: Option<u64>,
 }
 
 impl Sim {
@@ -187,6 +190,7 @@ impl Sim {
             inv: Invariants::new(n, timings),
             faults,
             events_handled: 0,
+            break_disk_on_promotion: None,
             ids,
         };
         for i in 0..n {
@@ -690,6 +694,9 @@ impl Sim {
                     } = &notice
                     {
                         self.inv.on_promoted(i, *epoch);
+                        if let Some(ms) = self.break_disk_on_promotion.take() {
+                            self.break_disk(i, ms);
+                        }
                     }
                 }
             }
