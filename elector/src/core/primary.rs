@@ -57,11 +57,15 @@ impl Core {
 
     /// A primary whose data node has been unreachable for `down_after` gives
     /// up the role so a healthy replica can take over (reason data_node_down).
+    ///
+    /// A data node whose process is gone (connection refused) gets no grace
+    /// (§6.8): its replicas would reconnect to whatever starts there next
+    /// and copy it, so the primary resigns at once and they detach.
     pub(super) fn check_data_node_on_primary(&mut self) {
         let Some(since) = self.data_down_since else {
             return;
         };
-        if self.now.saturating_sub(since) < self.cfg.timings.down_after_ms {
+        if !self.obs.gone && self.now.saturating_sub(since) < self.cfg.timings.down_after_ms {
             return;
         }
         self.resign(None, Reason::DataNodeDown);

@@ -39,6 +39,7 @@ fn observation(offset: u64, applied_seq: u64) -> Event {
         applied_seq,
         offset_at_apply: Some(offset),
         generation: 0,
+        gone: false,
     })
 }
 
@@ -363,6 +364,7 @@ fn a_primary_whose_data_node_restarted_resigns_instead_of_making_it_writable_aga
             applied_seq: 3,
             offset_at_apply: Some(0),
             generation: 1,
+            gone: false,
         }),
     );
     assert_eq!(core.role(), Role::Replica);

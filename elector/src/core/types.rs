@@ -101,6 +101,12 @@ pub struct Observation {
     /// applies nothing but the start-up clamp until the core issues a new
     /// target.
     pub generation: u64,
+    /// The data node's process is not there at all (connection refused):
+    /// unlike a slow node, whatever answers next may be a new process with
+    /// other data, and replicas reconnecting to it on their own would copy
+    /// that (kevy serves a full snapshot from an empty restarted node), so
+    /// a primary in this state resigns at once (§6.8).
+    pub gone: bool,
 }
 
 /// Machine-readable cause of a role change or fence change (issue 3 §1).

@@ -149,7 +149,13 @@ impl RespClient {
         let conn = tokio::time::timeout(COMMAND_TIMEOUT, client.get_multiplexed_async_connection())
             .await
             .map_err(|_| DataNodeError::Unreachable("connect timed out".into()))?
-            .map_err(|e| DataNodeError::Unreachable(e.to_string()))?;
+            .map_err(|e| {
+                if e.is_connection_refusal() {
+                    DataNodeError::Gone(e.to_string())
+                } else {
+                    DataNodeError::Unreachable(e.to_string())
+                }
+            })?;
         self.conn = Some(conn.clone());
         Ok(conn)
     }

@@ -29,6 +29,8 @@ pub const NOWHERE: (&str, u16) = ("127.0.0.1", 1);
 pub enum DataNodeError {
     #[error("data node unreachable: {0}")]
     Unreachable(String),
+    #[error("data node not running: {0}")]
+    Gone(String),
     #[error("data node refused {command}: {message}")]
     Refused { command: String, message: String },
     #[error("cannot resolve {0}")]
@@ -215,6 +217,7 @@ pub async fn run<A: DataNodeAdapter>(
                     applied_seq: t.applied_seq,
                     offset_at_apply: t.offset_at_apply,
                     generation: t.generation,
+                    gone: false,
                 },
                 info: Some(info),
                 error,
@@ -228,6 +231,7 @@ pub async fn run<A: DataNodeAdapter>(
                     applied_seq: t.applied_seq,
                     offset_at_apply: t.offset_at_apply,
                     generation: t.generation,
+                    gone: matches!(e, DataNodeError::Gone(_)),
                 },
                 info: None,
                 error: Some(e.to_string()),

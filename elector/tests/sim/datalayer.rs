@@ -65,6 +65,7 @@ impl DataNode {
             applied_seq: self.applied_seq,
             offset_at_apply: self.offset_at_apply,
             generation: self.generation,
+            gone: !self.up,
         }
     }
 

@@ -34,6 +34,8 @@ pub struct NodeProcs {
     pub sentinel_port: u16,
     pub data: Option<Child>,
     pub elector: Option<Child>,
+    /// The data node's dead-man switch, when a test starts one.
+    pub watchdog: Option<Child>,
     pub dir: PathBuf,
 }
 
@@ -169,6 +171,7 @@ impl Cluster {
                 sentinel_port: free_port(),
                 data: None,
                 elector: None,
+                watchdog: None,
                 dir: tmp.path().join(format!("n{i}")),
             })
             .collect();
@@ -265,8 +268,63 @@ impl Cluster {
 
     /// SIGKILL of elector and data node, as the node supervisor does.
     pub fn kill_node(&mut self, i: usize) {
+        stop_child(&mut self.nodes[i].watchdog);
         stop_child(&mut self.nodes[i].elector);
         stop_child(&mut self.nodes[i].data);
+    }
+
+    /// SIGKILL of the data node alone; its elector keeps running.
+    pub fn kill_data(&mut self, i: usize) {
+        stop_child(&mut self.nodes[i].data);
+    }
+
+    /// Starts the data node again under a running elector, with its data
+    /// (AOF) or with an emptied data directory.
+    pub fn restart_data(&mut self, i: usize, keep_data: bool) {
+        let dir = self.nodes[i].dir.join("data");
+        if !keep_data {
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+        }
+        self.start_data(i);
+    }
+
+    /// Sends `signal` (`STOP`, `CONT`, `TERM`) to node `i`'s elector.
+    pub fn signal_elector(&self, i: usize, signal: &str) {
+        let pid = self.nodes[i].elector.as_ref().expect("elector runs").id();
+        let ok = Command::new("kill")
+            .args([format!("-{signal}"), pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill -{signal} {pid}");
+    }
+
+    /// Waits for node `i`'s elector to exit (after a SIGTERM).
+    pub fn wait_elector_exit(&mut self, i: usize, within: Duration) {
+        let child = self.nodes[i].elector.as_mut().expect("elector runs");
+        let deadline = Instant::now() + within;
+        while child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "elector did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.nodes[i].elector = None;
+    }
+
+    /// Starts `elector watchdog` beside node `i` (protocol §6.4.1).
+    pub fn start_watchdog(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        let log =
+            std::fs::File::create(node.dir.join(format!("watchdog-{}.log", node.id))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_elector"))
+            .arg("watchdog")
+            .arg("--config")
+            .arg(node.dir.join("elector.yaml"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start watchdog");
+        node.watchdog = Some(child);
     }
 
     pub fn status(&self, i: usize) -> Option<Value> {
@@ -323,7 +381,11 @@ impl Cluster {
 
     pub fn dump_logs(&self) {
         for n in &self.nodes {
-            for f in [format!("elector-{}.log", n.id), "data.log".to_string()] {
+            for f in [
+                format!("elector-{}.log", n.id),
+                format!("watchdog-{}.log", n.id),
+                "data.log".to_string(),
+            ] {
                 print_log_tail(&format!("{} {f}", n.id), &n.dir.join(&f));
             }
         }
