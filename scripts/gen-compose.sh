@@ -18,6 +18,8 @@ gen() {
 # HB_INTERVAL_MS, DOWN_AFTER_MS, ELECTION_TIMEOUT_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS,
 # ELECTOR_EXTRA_YAML.
 # Host ports (127.0.0.1 only): node i client 600i, elector API 930i, Sentinel 2640i.
+# Inside, node i's data node listens on 6378+i: every node has its own client port
+# (kevy 7 counts replicas with the same client port on different hosts once for WAIT).
 version: "2.4"
 
 x-node: &node
@@ -68,7 +70,7 @@ YAML
       lab:
         ipv4_address: \${LAB_SUBNET_PREFIX:-10.77.0}.1$i
     ports:
-      - "127.0.0.1:600$i:6379"
+      - "127.0.0.1:600$i:$((6378 + i))"
       - "127.0.0.1:930$i:9300"
       - "127.0.0.1:2640$i:26379"
     volumes:

@@ -1,7 +1,7 @@
 //! Cluster control: N `elector-node` containers on a fresh network, started through
 //! testcontainers, driven through bollard (kill signals, exec, inspect), always removed.
 //!
-//! Each node publishes its data port (6379) and API port (9300) on 127.0.0.1 at ports
+//! Each node publishes its data port (6379 + its index) and API port (9300) on 127.0.0.1 at ports
 //! picked by the suite, so the host reaches every node through loopback even after a
 //! restart. Peers reach each other by container name on the cluster network.
 
@@ -43,6 +43,8 @@ pub struct ClusterConfig {
     pub timings: Timings,
     pub elector_bin: String,
     pub extra_yaml: Option<String>,
+    /// Extra entrypoint environment (e.g. `DATA_NODE_RESTART: "1"`).
+    pub env: std::collections::BTreeMap<String, String>,
     /// `name:tag` of the node image.
     pub image: String,
 }
@@ -167,7 +169,11 @@ impl Cluster {
             .join(",");
         let (image_name, tag) = split_image(&cfg.image);
         let mut starts = vec![];
-        for (id, name) in ids.iter().zip(&names) {
+        for (k, (id, name)) in ids.iter().zip(&names).enumerate() {
+            // The entrypoint gives node k the data port 6379 + k (PEERS order):
+            // kevy 7 tells replicas apart by client port only, so `WAIT 2`
+            // needs every node on its own port.
+            let inner_data_port = 6379 + k as u16;
             let data_port = free_port()?;
             let api_port = free_port()?;
             let t = &cfg.timings;
@@ -178,7 +184,7 @@ impl Cluster {
                 .with_network(self.network.clone())
                 .with_cap_add("NET_ADMIN")
                 .with_labels(labels.clone())
-                .with_mapped_port(data_port, 6379.tcp())
+                .with_mapped_port(data_port, inner_data_port.tcp())
                 .with_mapped_port(api_port, 9300.tcp())
                 .with_env_var("NODE_ID", id.clone())
                 .with_env_var("PEERS", peers.clone())
@@ -215,6 +221,9 @@ impl Cluster {
                 });
             if let Some(extra) = &cfg.extra_yaml {
                 req = req.with_env_var("ELECTOR_EXTRA_YAML", extra.clone());
+            }
+            for (key, value) in &cfg.env {
+                req = req.with_env_var(key.clone(), value.clone());
             }
             let node_id = id.clone();
             let name = name.clone();

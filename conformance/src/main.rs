@@ -131,6 +131,7 @@ async fn async_main(cli: Cli) -> Result<()> {
                 timings: Default::default(),
                 elector_bin,
                 extra_yaml: None,
+                env: Default::default(),
                 image,
             };
             for line in conformance::smoke::smoke(&cfg).await? {

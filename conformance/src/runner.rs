@@ -39,6 +39,8 @@ struct Run<'a> {
     seed: u64,
     down: BTreeSet<String>,
     paused: BTreeSet<String>,
+    /// `exec` steps' undo scripts, run by the end phase (nodes, script).
+    undo_at_end: Vec<(Vec<String>, String)>,
     faults: Vec<FaultEvent>,
     /// Open fault index -> nodes whose recovery ends it.
     open: Vec<(usize, BTreeSet<String>)>,
@@ -426,6 +428,34 @@ impl<'a> Run<'a> {
                     .await?;
                 Ok(format!("{} {notes}", targets.join(",")))
             }
+            Step::Exec(e) => {
+                let targets = self.resolve(&e.on.tokens(), &none).await?;
+                let primary_before = self.primary_now().await;
+                let at = self.now();
+                let mut outs = vec![];
+                for n in &targets {
+                    let (code, out) = self.cluster.exec(n, &["sh", "-c", &e.run]).await?;
+                    outs.push(format!("{n}: rc={code} {}", out.trim()));
+                }
+                if let Some(undo) = &e.undo {
+                    self.undo_at_end.push((targets.clone(), undo.clone()));
+                }
+                if e.ends_fault {
+                    self.recovered(&targets, &["exec"]);
+                } else {
+                    let removes = e.removes_primary
+                        && primary_before.as_ref().is_some_and(|p| targets.contains(p));
+                    self.record_fault(
+                        at,
+                        "exec",
+                        label.clone(),
+                        targets.clone(),
+                        primary_before,
+                        removes,
+                    );
+                }
+                Ok(outs.join("; "))
+            }
             Step::KillData(t) => {
                 let targets = self.resolve(&t.tokens(), &none).await?;
                 let notes = self
@@ -678,6 +708,14 @@ impl<'a> Run<'a> {
                 .map_err(|e| step_err("final unpause", e))?;
         }
         self.paused.clear();
+        for (nodes, script) in std::mem::take(&mut self.undo_at_end) {
+            for n in &nodes {
+                // Best effort: a node that is down has nothing to undo.
+                if let Err(e) = self.cluster.exec(n, &["sh", "-c", &script]).await {
+                    tracing::warn!(node = %n, error = %e, "end phase: exec undo failed");
+                }
+            }
+        }
         // Also nodes that went down on their own (e.g. an entrypoint that exited).
         for id in self.cluster.ids() {
             if let Ok((false, _)) = self.cluster.state(&id).await {
@@ -710,7 +748,14 @@ impl<'a> Run<'a> {
         self.end_partition();
         self.recovered(
             &all,
-            &["kill", "kill_elector", "kill_data", "pause", "netem"],
+            &[
+                "kill",
+                "kill_elector",
+                "kill_data",
+                "pause",
+                "netem",
+                "exec",
+            ],
         );
         let primary = self
             .wait_primary(Duration::from_secs(60), None)
@@ -894,6 +939,7 @@ pub async fn run_scenario(
         timings: scn.timings.clone(),
         elector_bin,
         extra_yaml: scn.extra_yaml.clone(),
+        env: scn.env.clone(),
         image: opts.image.clone(),
     };
     tracing::info!(scenario = %scn.name, backend, seed, "starting cluster");
@@ -931,6 +977,7 @@ pub async fn run_scenario(
         seed,
         down: BTreeSet::new(),
         paused: BTreeSet::new(),
+        undo_at_end: Vec::new(),
         faults: vec![],
         open: vec![],
         partitions: vec![],

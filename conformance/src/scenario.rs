@@ -201,6 +201,10 @@ pub enum Step {
     KillElector(Targets),
     /// SIGKILL only the data node process (kevy / redis-server).
     KillData(Targets),
+    /// Run a shell command inside the target nodes: a part failing alone
+    /// (`pkill -STOP -x elector`, a fence lifted by hand, a read-only data
+    /// dir, a forged election message). The node stays up.
+    Exec(ExecSpec),
     /// Start stopped nodes; stop (SIGTERM) and start running ones.
     Restart(Targets),
     Pause(PauseSpec),
@@ -231,6 +235,7 @@ impl Step {
             Step::Kill(t) => format!("kill {}", t.tokens().join(",")),
             Step::KillElector(t) => format!("kill_elector {}", t.tokens().join(",")),
             Step::KillData(t) => format!("kill_data {}", t.tokens().join(",")),
+            Step::Exec(e) => format!("exec {}: {}", e.on.tokens().join(","), e.label()),
             Step::Restart(t) => format!("restart {}", t.tokens().join(",")),
             Step::Pause(p) => match p.duration {
                 Some(d) => format!("pause {} for {d}", p.targets.tokens().join(",")),
@@ -277,6 +282,7 @@ impl Step {
             | Step::Unpause(t)
             | Step::Isolate(t) => t.tokens(),
             Step::Pause(p) => p.targets.tokens(),
+            Step::Exec(e) => e.on.tokens(),
             Step::Split(s) => s.iter().flat_map(|t| t.tokens()).collect(),
             Step::Bridge(b) => {
                 let mut v = b.left.tokens();
@@ -292,6 +298,36 @@ impl Step {
             Step::Netem(n) => n.targets.tokens(),
             _ => vec![],
         }
+    }
+}
+
+/// `exec: { on: primary, run: "pkill -STOP -x elector", removes_primary: true }`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecSpec {
+    pub on: Targets,
+    /// `sh -c` script run inside each target container.
+    pub run: String,
+    /// Short name for reports (defaults to the script).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The command takes the primary out of service (a later
+    /// `wait_new_primary` must find another node).
+    #[serde(default)]
+    pub removes_primary: bool,
+    /// The command undoes an earlier `exec` on these nodes (`pkill -CONT`):
+    /// their open exec faults end here.
+    #[serde(default)]
+    pub ends_fault: bool,
+    /// Script the end phase runs on the same nodes before it reads writes
+    /// back, whatever happened in between (`pkill -CONT -x elector`).
+    #[serde(default)]
+    pub undo: Option<String>,
+}
+
+impl ExecSpec {
+    pub fn label(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.run.clone())
     }
 }
 
@@ -388,6 +424,9 @@ pub struct Scenario {
     /// YAML appended to every node's generated config (`ELECTOR_EXTRA_YAML`).
     #[serde(default)]
     pub extra_yaml: Option<String>,
+    /// Extra entrypoint environment for every node (`DATA_NODE_RESTART: "1"`).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
     /// Steps are written `- kill: primary` (one-key maps) or `- heal`.
     #[serde(with = "serde_yaml::with::singleton_map_recursive")]
     pub steps: Vec<Step>,

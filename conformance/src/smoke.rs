@@ -62,11 +62,11 @@ async fn smoke_inner(c: &Cluster) -> Result<Vec<String>> {
         }
     }
     let probe_cmd = format!(
-        "timeout 2 bash -c 'echo > /dev/tcp/{}/6379' 2>/dev/null && echo open || echo blocked",
+        "timeout 2 bash -c 'echo > /dev/tcp/{}/6380' 2>/dev/null && echo open || echo blocked",
         ips[1]
     );
     let cut = c.sh(&ids[0], &probe_cmd).await?;
-    lines.push(format!("partitioned: n1 -> n2:6379 {}", cut.trim()));
+    lines.push(format!("partitioned: n1 -> n2:6380 {}", cut.trim()));
     // The host still reaches the isolated node.
     lines.push(format!(
         "host -> isolated n1 ping {}",
@@ -76,7 +76,7 @@ async fn smoke_inner(c: &Cluster) -> Result<Vec<String>> {
         c.sh(id, nemesis::HEAL_SCRIPT).await?;
     }
     let healed = c.sh(&ids[0], &probe_cmd).await?;
-    lines.push(format!("healed: n1 -> n2:6379 {}", healed.trim()));
+    lines.push(format!("healed: n1 -> n2:6380 {}", healed.trim()));
     if cut.trim() != "blocked" || healed.trim() != "open" {
         return Err(Error::Cluster("partition did not behave".into()));
     }
