@@ -61,12 +61,13 @@ test:
     scripts/build-images.sh
     just conformance
 
-# conformance scenarios (quick set) against real containers
-# The CI gate: the quick scenarios on the Redis backend. On kevy 3.17.3
-# n2-primary-kill and isolate-replica-heal fail intermittently for two kevy
-# defects (README "Known limits"); kevy runs in conformance-full.
+# conformance scenarios (quick set) against real containers, kevy 7.0.0 and Redis 7
 conformance:
-    cargo run -p conformance --release -- run --suite quick --backend redis
+    cargo run -p conformance --release -- run --suite quick --backend both
+
+# the parts failing alone (data node, elector, disk, fence, forged input), both backends
+conformance-parts:
+    cargo run -p conformance --release -- run --tag parts --backend both
 
 # every conformance scenario, 3 seeds, both backends (long: about an hour)
 conformance-full:

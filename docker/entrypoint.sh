@@ -24,6 +24,8 @@
 #                        count once for WAIT. DATA_PORT overrides (mounted config).
 #   WATCHDOG             1 (default): run `elector watchdog` beside the elector, the
 #                        data node's dead-man switch (docs/protocol.md §6.4.1)
+#   ELECTOR_USER         user the elector and watchdog run as (default elector; root
+#                        keeps them as root)
 #   DATA_NODE_RESTART    0 (default): the container exits when the data node dies;
 #                        1: the entrypoint restarts the data node under the running
 #                        elector, as systemd's Restart= would (parts failing alone)
@@ -75,6 +77,7 @@ KEVY_THREADS=$(num KEVY_THREADS 1)
 DATA_PORT_BASE=$(num DATA_PORT_BASE 6379)
 WATCHDOG=$(num WATCHDOG 1)
 DATA_NODE_RESTART=$(num DATA_NODE_RESTART 0)
+ELECTOR_USER="${ELECTOR_USER:-elector}"
 
 # This node's data port: its position in PEERS (or DATA_PORT when given).
 data_port_of() { # data_port_of ID
@@ -91,6 +94,17 @@ data_port_of() { # data_port_of ID
 DATA_PORT="${DATA_PORT:-$(data_port_of "$NODE_ID")}"
 
 mkdir -p "$CONF_DIR" "$STATE_DIR" "$DATA_ROOT/$BACKEND"
+# For `docker exec` scripts (conformance): this node's data port.
+echo "$DATA_PORT" > "$CONF_DIR/data-port"
+[ "$ELECTOR_USER" = root ] || chown -R "$ELECTOR_USER:" "$STATE_DIR"
+# Runs the elector binary as ELECTOR_USER. Called with `&`: the exec replaces
+# the background subshell, so the recorded PID is the binary's own.
+as_elector_user() {
+  if [ "$ELECTOR_USER" = root ]; then
+    exec "$@"
+  fi
+  exec setpriv --reuid="$ELECTOR_USER" --regid="$ELECTOR_USER" --init-groups -- "$@"
+}
 
 # ---- elector config ------------------------------------------------------------
 generate_config() {
@@ -235,13 +249,13 @@ log "$BACKEND is up on :$DATA_PORT ($(redis-cli -p "$DATA_PORT" ROLE 2>/dev/null
 if [ "$ELECTOR_BIN" != none ]; then
   [ -x "/usr/local/bin/$ELECTOR_BIN" ] || { stop_all KILL; die "/usr/local/bin/$ELECTOR_BIN is missing from the image"; }
   log "starting $ELECTOR_BIN run --config $CONFIG"
-  "/usr/local/bin/$ELECTOR_BIN" run --config "$CONFIG" &
+  as_elector_user "/usr/local/bin/$ELECTOR_BIN" run --config "$CONFIG" &
   ELECTOR_PID=$!
   if [ "$WATCHDOG" = 1 ]; then
     # The dead-man switch lives in a process of its own: a frozen elector
     # cannot notice its own freeze (docs/protocol.md §6.4.1).
     log "starting the watchdog (fences the data node if the elector stops answering)"
-    "/usr/local/bin/$ELECTOR_BIN" watchdog --config "$CONFIG" &
+    as_elector_user "/usr/local/bin/$ELECTOR_BIN" watchdog --config "$CONFIG" &
     WATCHDOG_PID=$!
   fi
 else

@@ -44,6 +44,9 @@ enum Cmd {
         /// Run only these scenarios (by name); overrides --suite.
         #[arg(long = "scenario")]
         scenarios: Vec<String>,
+        /// Run the scenarios carrying this tag (e.g. `parts`); overrides --suite.
+        #[arg(long)]
+        tag: Option<String>,
         #[arg(long, default_value_t = 1)]
         seeds: u64,
         #[arg(long, value_enum, default_value = "kevy")]
@@ -149,6 +152,7 @@ async fn async_main(cli: Cli) -> Result<()> {
         Cmd::Run {
             suite: which,
             scenarios,
+            tag,
             seeds,
             backend,
             image,
@@ -160,6 +164,8 @@ async fn async_main(cli: Cli) -> Result<()> {
             let all = Scenario::load_dir(&dir)?;
             let sel = if !scenarios.is_empty() {
                 Selection::Named(scenarios)
+            } else if let Some(tag) = tag {
+                Selection::Tagged(tag)
             } else if which == SuiteArg::Full {
                 Selection::Full
             } else {

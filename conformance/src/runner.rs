@@ -435,7 +435,16 @@ impl<'a> Run<'a> {
                 let mut outs = vec![];
                 for n in &targets {
                     let (code, out) = self.cluster.exec(n, &["sh", "-c", &e.run]).await?;
+                    if e.check && code != 0 {
+                        return Err(step_err(
+                            &label,
+                            format!("check failed on {n} (rc={code}): {}", out.trim()),
+                        ));
+                    }
                     outs.push(format!("{n}: rc={code} {}", out.trim()));
+                }
+                if e.check {
+                    return Ok(outs.join("; "));
                 }
                 if let Some(undo) = &e.undo {
                     self.undo_at_end.push((targets.clone(), undo.clone()));

@@ -319,6 +319,9 @@ pub struct ExecSpec {
     /// their open exec faults end here.
     #[serde(default)]
     pub ends_fault: bool,
+    /// The script is a check: a non-zero exit on any target fails the step.
+    #[serde(default)]
+    pub check: bool,
     /// Script the end phase runs on the same nodes before it reads writes
     /// back, whatever happened in between (`pkill -CONT -x elector`).
     #[serde(default)]

@@ -16,6 +16,8 @@ pub enum Selection {
     Full,
     /// Scenarios by name.
     Named(Vec<String>),
+    /// Scenarios carrying this tag (`parts`, `partition`, ...).
+    Tagged(String),
 }
 
 pub fn default_scenario_dir() -> PathBuf {
@@ -37,6 +39,16 @@ pub fn select(all: Vec<Scenario>, sel: &Selection) -> Result<Vec<Scenario>> {
     let chosen: Vec<Scenario> = match sel {
         Selection::Quick => all.into_iter().filter(|s| s.has_tag("quick")).collect(),
         Selection::Full => all,
+        Selection::Tagged(tag) => {
+            let chosen: Vec<Scenario> = all.into_iter().filter(|s| s.has_tag(tag)).collect();
+            if chosen.is_empty() {
+                return Err(Error::Scenario {
+                    file: tag.clone(),
+                    message: "no scenario carries this tag".into(),
+                });
+            }
+            chosen
+        }
         Selection::Named(names) => {
             for n in names {
                 if !all.iter().any(|s| &s.name == n) {

@@ -12,6 +12,7 @@ pub mod codec;
 pub mod config;
 pub mod core;
 pub mod datanode;
+pub mod fingerprint;
 pub mod ops;
 pub mod persist;
 pub mod protocol;

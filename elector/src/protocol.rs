@@ -136,9 +136,12 @@ pub struct Heartbeat {
 /// One election message (protocol §3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
-    /// `HELLO <node_id>`: first frame on every connection; names the sender.
+    /// `HELLO <node_id> [<fingerprint>]`: first frame on every connection;
+    /// names the sender and what it believes the membership and the lease
+    /// timings are (§3.7; absent from electors older than the extension).
     Hello {
         node_id: NodeId,
+        fingerprint: Option<String>,
     },
     Hb(Heartbeat),
     /// `OFFER <epoch> <candidate> <offset> [<data_epoch>]`.
@@ -196,7 +199,7 @@ impl Message {
     /// speak for another.
     pub fn claimed_sender(&self) -> Option<&str> {
         match self {
-            Message::Hello { node_id } => Some(node_id),
+            Message::Hello { node_id, .. } => Some(node_id),
             Message::Hb(hb) => Some(&hb.node_id),
             Message::Offer { candidate, .. } => Some(candidate),
             Message::Accept { voter, .. } | Message::Reject { voter, .. } => Some(voter),
@@ -236,7 +239,16 @@ impl Message {
             v.as_bytes().to_vec()
         }
         match self {
-            Message::Hello { node_id } => vec![s("HELLO"), s(node_id)],
+            Message::Hello {
+                node_id,
+                fingerprint,
+            } => {
+                let mut v = vec![s("HELLO"), s(node_id)];
+                if let Some(fp) = fingerprint {
+                    v.push(s(fp));
+                }
+                v
+            }
             Message::Hb(hb) => {
                 let mut flags = String::new();
                 if hb.eligible {
@@ -322,9 +334,22 @@ impl Message {
         };
         match name.as_slice() {
             b"HELLO" => {
-                arity(1, 1)?;
+                arity(1, 2)?;
+                let fingerprint = match args.get(1) {
+                    None => None,
+                    Some(v) => {
+                        let fp = std::str::from_utf8(v).map_err(|_| MessageError::NotAscii)?;
+                        if fp.len() > crate::fingerprint::MAX_FINGERPRINT_LEN
+                            || !fp.bytes().all(|b| b.is_ascii_graphic())
+                        {
+                            return Err(MessageError::NotAscii);
+                        }
+                        Some(fp.to_string())
+                    }
+                };
                 Ok(Message::Hello {
                     node_id: node_id(&args[0])?,
+                    fingerprint,
                 })
             }
             b"HB" => {
@@ -550,6 +575,11 @@ mod tests {
         let messages = vec![
             Message::Hello {
                 node_id: "n1".into(),
+                fingerprint: None,
+            },
+            Message::Hello {
+                node_id: "n1".into(),
+                fingerprint: Some("m0123456789abcdef/200/3000/600".into()),
             },
             Message::Hb(hb()),
             Message::Offer {

@@ -6,6 +6,7 @@
 use crate::config::{Config, DataNodeKind};
 use crate::core::{Action, Core, DataNodeTarget, Event, Notice, Reason};
 use crate::datanode::{self, DataNodeReport, KevyNode, RedisNode};
+use crate::fingerprint::Fingerprint;
 use crate::ops::api::{self, ApiState, SwitchoverError, SwitchoverRequest};
 use crate::ops::auth::{unix_ms_now, AuthConfigError, Authenticator};
 use crate::ops::hooks::{HookEvent, HookKind, HookRunner};
@@ -129,8 +130,14 @@ pub async fn run(
         .filter(|p| p.id != config.node_id)
         .map(|p| (p.id.clone(), p.election.clone()))
         .collect();
+    let fingerprint = Fingerprint::new(
+        config.peers.iter().map(|p| p.id.as_str()),
+        &config.timings(),
+    );
+    tracing::info!(%fingerprint, "configuration fingerprint (members and lease timings)");
     let transport = transport::start(
         config.node_id.clone(),
+        fingerprint,
         election_listener,
         peers,
         Arc::clone(&auth),
@@ -431,6 +438,14 @@ impl Shell {
                     Err(why) => Err(SwitchoverError::Failed { why }),
                 };
                 let _ = p.reply.send(reply);
+            }
+            Notice::MessageDropped {
+                from,
+                reason,
+                detail,
+            } => {
+                self.metrics.message_rejected(reason);
+                tracing::warn!(%from, reason, %detail, "dropped a message");
             }
             Notice::Fault { what } => {
                 tracing::warn!(%what, "fault");

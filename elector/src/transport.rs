@@ -8,6 +8,7 @@
 //! that connection is dropped.
 
 use crate::codec::{self, Limits};
+use crate::fingerprint::Fingerprint;
 use crate::ops::auth::{unix_ms_now, Authenticator};
 use crate::ops::metrics::Metrics;
 use crate::protocol::{Message, NodeId};
@@ -80,6 +81,7 @@ impl Transport {
 /// Starts the dialers (one per peer) and the acceptor.
 pub fn start(
     me: NodeId,
+    fingerprint: Fingerprint,
     listener: TcpListener,
     peers: Vec<(NodeId, String)>,
     auth: Arc<Mutex<Authenticator>>,
@@ -91,7 +93,10 @@ pub fn start(
         let outbox = Arc::new(Outbox::default());
         outboxes.push((id.clone(), Arc::clone(&outbox)));
         tokio::spawn(dial_loop(
-            me.clone(),
+            Message::Hello {
+                node_id: me.clone(),
+                fingerprint: Some(fingerprint.to_string()),
+            },
             id,
             addr,
             outbox,
@@ -102,7 +107,7 @@ pub fn start(
     let known: Vec<NodeId> = outboxes.iter().map(|(id, _)| id.clone()).collect();
     tokio::spawn(accept_loop(
         listener,
-        known,
+        Arc::new(Admission { known, fingerprint }),
         auth,
         Arc::clone(&metrics),
         inbound,
@@ -120,7 +125,7 @@ fn encode(msg: &Message, to: &str, auth: &Mutex<Authenticator>) -> Vec<u8> {
 
 /// Keeps a connection to one peer and drains its outbox into it.
 async fn dial_loop(
-    me: NodeId,
+    hello: Message,
     peer: NodeId,
     addr: String,
     outbox: Arc<Outbox>,
@@ -134,13 +139,7 @@ async fn dial_loop(
                 let _ = stream.set_nodelay(true);
                 backoff = Duration::from_millis(50);
                 tracing::debug!(%peer, %addr, "connected");
-                let hello = encode(
-                    &Message::Hello {
-                        node_id: me.clone(),
-                    },
-                    &peer,
-                    &auth,
-                );
+                let hello = encode(&hello, &peer, &auth);
                 if stream.write_all(&hello).await.is_ok() {
                     if let Err(e) = drain(&mut stream, &peer, &outbox, &auth, &metrics).await {
                         tracing::debug!(%peer, error = %e, "connection lost");
@@ -183,12 +182,11 @@ async fn drain(
 
 async fn accept_loop(
     listener: TcpListener,
-    known: Vec<NodeId>,
+    known: Arc<Admission>,
     auth: Arc<Mutex<Authenticator>>,
     metrics: Arc<Metrics>,
     inbound: mpsc::Sender<Inbound>,
 ) {
-    let known = Arc::new(known);
     loop {
         match listener.accept().await {
             Ok((stream, remote)) => {
@@ -222,6 +220,42 @@ struct Rejection {
     detail: String,
 }
 
+/// Who may open a connection to us: a configured peer whose HELLO agrees
+/// with our membership and lease timings (protocol §3.7).
+struct Admission {
+    known: Vec<NodeId>,
+    fingerprint: Fingerprint,
+}
+
+impl Admission {
+    /// A peer that sends no fingerprint runs an elector from before the
+    /// extension and is let in (a rolling upgrade must keep working); one
+    /// that sends a different or malformed fingerprint is refused, and the
+    /// refusal names what differs.
+    fn check_fingerprint(&self, peer: &str, theirs: Option<&str>) -> Result<(), Rejection> {
+        let Some(theirs) = theirs else {
+            return Ok(());
+        };
+        let Some(parsed) = Fingerprint::parse(theirs) else {
+            return Err(reject(
+                "config_mismatch",
+                format!("HELLO from {peer} with a malformed fingerprint {theirs:?}"),
+            ));
+        };
+        let diff = self.fingerprint.differences(&parsed);
+        if diff.is_empty() {
+            return Ok(());
+        }
+        Err(reject(
+            "config_mismatch",
+            format!(
+                "{peer} runs another configuration: {}; refusing its messages until the timings and members agree (protocol §3.7)",
+                diff.join(", ")
+            ),
+        ))
+    }
+}
+
 fn reject(label: &'static str, detail: impl ToString) -> Rejection {
     Rejection {
         label,
@@ -231,7 +265,7 @@ fn reject(label: &'static str, detail: impl ToString) -> Rejection {
 
 async fn read_connection(
     mut stream: TcpStream,
-    known: &[NodeId],
+    known: &Admission,
     auth: &Mutex<Authenticator>,
     metrics: &Metrics,
     inbound: &mpsc::Sender<Inbound>,
@@ -265,10 +299,17 @@ async fn read_connection(
                 }
             }
             match (&sender, &msg) {
-                (None, Message::Hello { node_id }) => {
-                    if !known.contains(node_id) {
+                (
+                    None,
+                    Message::Hello {
+                        node_id,
+                        fingerprint,
+                    },
+                ) => {
+                    if !known.known.contains(node_id) {
                         return Err(reject("unknown_peer", format!("HELLO from {node_id}")));
                     }
+                    known.check_fingerprint(node_id, fingerprint.as_deref())?;
                     sender = Some(node_id.clone());
                 }
                 (None, _) => return Err(reject("no_hello", "first frame is not HELLO")),

@@ -1,5 +1,5 @@
 //! Integration tests with real processes on loopback (no containers):
-//! kevy 3.17.3 and redis-server data nodes, one `elector` binary each, short
+//! kevy 7.0.0 and redis-server data nodes, one `elector` binary each, short
 //! timings (down_after 600 ms). docs/protocol.md §10 lists what they prove.
 
 mod support;

@@ -341,9 +341,12 @@ impl Core {
         let limit = highest.saturating_add(MAX_EPOCH_JUMP).min(MAX_EPOCH);
         if msg.highest_epoch() > limit {
             tracing::warn!(%from, epoch = msg.highest_epoch(), limit, "message epoch out of range: dropped");
-            self.emit(Action::Notify(Notice::Fault {
-                what: format!(
-                    "dropped a message from {from} with epoch {} (limit {limit})",
+            self.emit(Action::Notify(Notice::MessageDropped {
+                from: from.clone(),
+                reason: "epoch_jump",
+                detail: format!(
+                    "{} with epoch {} (limit {limit})",
+                    msg.kind(),
                     msg.highest_epoch()
                 ),
             }));

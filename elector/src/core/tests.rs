@@ -490,7 +490,11 @@ fn an_epoch_far_beyond_anything_known_is_dropped_and_never_persisted() {
     );
     assert!(!actions.iter().any(|a| matches!(a, Action::Persist { .. })));
     assert_eq!(core.epoch(), 0);
-    assert!(actions
-        .iter()
-        .any(|a| matches!(a, Action::Notify(Notice::Fault { .. }))));
+    assert!(actions.iter().any(|a| matches!(
+        a,
+        Action::Notify(Notice::MessageDropped {
+            reason: "epoch_jump",
+            ..
+        })
+    )));
 }

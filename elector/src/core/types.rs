@@ -194,6 +194,14 @@ pub enum Notice {
         to: NodeId,
         result: Result<u64, String>,
     },
+    /// A peer's message the core refused before it changed anything
+    /// (protocol §3.6: an epoch far beyond anything known). Counted like the
+    /// transport's rejections, under `reason`.
+    MessageDropped {
+        from: NodeId,
+        reason: &'static str,
+        detail: String,
+    },
     /// A fault worth a hook (`on_fault`): persist failure, data node trouble.
     Fault {
         what: String,

@@ -27,6 +27,9 @@ pub const KNOWN_REJECT_REASONS: &[&str] = &[
     "malformed",
     "unexpected_tag",
     "stale_epoch",
+    "out_of_range",
+    "epoch_jump",
+    "config_mismatch",
 ];
 
 /// Hook outcomes counted under `elector_hooks_run_total{event,outcome}`.

@@ -1,0 +1,167 @@
+//! What two electors must agree on before they may count each other's votes
+//! (protocol §3.7): the membership, and the timings the lease depends on.
+//!
+//! A primary's lease is safe only if its peers refuse other candidates for at
+//! least as long as it stays writable (§6.2.1). Both sides compute their
+//! windows from `hb_interval`, `down_after` and `fence_margin`, so a node
+//! whose timings differ from its peers' can be writable while they elect a
+//! successor. Two different peer lists can each form a quorum. HELLO carries
+//! this fingerprint, and a connection whose fingerprint differs is refused
+//! (counted as `config_mismatch`, shown in `/status`).
+//!
+//! The fingerprint is readable rather than an opaque hash, so the refusal
+//! can say *what* differs: `m<members-hash>/<hb>/<down_after>/<margin>`.
+//! Addresses are left out on purpose: two nodes may reach a third by
+//! different addresses (NAT, DNS names); the ids are what votes count.
+
+use sha2::{Digest, Sha256};
+use std::fmt;
+
+use crate::core::Timings;
+
+/// Longest fingerprint accepted from the wire.
+pub const MAX_FINGERPRINT_LEN: usize = 64;
+
+/// The parts of a configuration peers must share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// First 8 bytes of SHA-256 over the sorted member ids, in hex.
+    pub members: String,
+    pub hb_interval_ms: u64,
+    pub down_after_ms: u64,
+    pub fence_margin_ms: u64,
+}
+
+impl Fingerprint {
+    pub fn new<'a>(member_ids: impl IntoIterator<Item = &'a str>, t: &Timings) -> Self {
+        let mut ids: Vec<&str> = member_ids.into_iter().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let mut h = Sha256::new();
+        for id in ids {
+            // Length-prefixed, so ["ab","c"] and ["a","bc"] differ.
+            h.update((id.len() as u32).to_be_bytes());
+            h.update(id.as_bytes());
+        }
+        let digest = h.finalize();
+        let members = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        Fingerprint {
+            members,
+            hb_interval_ms: t.hb_interval_ms,
+            down_after_ms: t.down_after_ms,
+            fence_margin_ms: t.fence_margin_ms,
+        }
+    }
+
+    /// Parses the wire form; `None` for anything malformed.
+    pub fn parse(s: &str) -> Option<Self> {
+        if s.len() > MAX_FINGERPRINT_LEN {
+            return None;
+        }
+        let mut parts = s.split('/');
+        let members = parts.next()?.strip_prefix('m')?;
+        if members.len() != 16 || !members.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let mut num = || parts.next()?.parse::<u64>().ok();
+        let fp = Fingerprint {
+            members: members.to_ascii_lowercase(),
+            hb_interval_ms: num()?,
+            down_after_ms: num()?,
+            fence_margin_ms: num()?,
+        };
+        parts.next().is_none().then_some(fp)
+    }
+
+    /// What differs between ours (`self`) and a peer's, for the refusal
+    /// message; empty when they agree.
+    pub fn differences(&self, theirs: &Fingerprint) -> Vec<String> {
+        let mut out = vec![];
+        if self.members != theirs.members {
+            out.push("the member ids differ".to_string());
+        }
+        let mut cmp = |name: &str, ours: u64, peer: u64| {
+            if ours != peer {
+                out.push(format!("{name} {peer} (ours {ours})"));
+            }
+        };
+        cmp("hb_interval_ms", self.hb_interval_ms, theirs.hb_interval_ms);
+        cmp("down_after_ms", self.down_after_ms, theirs.down_after_ms);
+        cmp(
+            "fence_margin_ms",
+            self.fence_margin_ms,
+            theirs.fence_margin_ms,
+        );
+        out
+    }
+}
+
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "m{}/{}/{}/{}",
+            self.members, self.hb_interval_ms, self.down_after_ms, self.fence_margin_ms
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timings(down_after_ms: u64) -> Timings {
+        Timings {
+            down_after_ms,
+            ..Timings::default()
+        }
+    }
+
+    #[test]
+    fn the_fingerprint_round_trips_through_its_wire_form() {
+        let fp = Fingerprint::new(["n1", "n2", "n3"], &timings(3000));
+        assert_eq!(Fingerprint::parse(&fp.to_string()), Some(fp));
+    }
+
+    #[test]
+    fn member_order_does_not_matter_but_membership_does() {
+        let t = timings(3000);
+        let a = Fingerprint::new(["n1", "n2", "n3"], &t);
+        assert_eq!(a, Fingerprint::new(["n3", "n1", "n2"], &t));
+        let b = Fingerprint::new(["n1", "n2", "n4"], &t);
+        assert_eq!(a.differences(&b), vec!["the member ids differ".to_string()]);
+        let c = Fingerprint::new(["n1", "n2"], &t);
+        assert_ne!(a, c);
+        assert_ne!(
+            Fingerprint::new(["ab", "c"], &t),
+            Fingerprint::new(["a", "bc"], &t)
+        );
+    }
+
+    #[test]
+    fn a_different_down_after_is_named_in_the_differences() {
+        let ours = Fingerprint::new(["n1", "n2", "n3"], &timings(3000));
+        let theirs = Fingerprint::new(["n1", "n2", "n3"], &timings(5000));
+        assert_eq!(
+            ours.differences(&theirs),
+            vec!["down_after_ms 5000 (ours 3000)".to_string()]
+        );
+        assert!(ours.differences(&ours).is_empty());
+    }
+
+    #[test]
+    fn malformed_fingerprints_are_refused() {
+        for bad in [
+            "",
+            "x",
+            "m12/1/2/3",
+            "m0123456789abcdef/1/2",
+            "m0123456789abcdef/1/2/3/4",
+            "m0123456789abcdeg/1/2/3",
+            "m0123456789abcdef/1/-2/3",
+            &"m".repeat(80),
+        ] {
+            assert_eq!(Fingerprint::parse(bad), None, "{bad:?}");
+        }
+    }
+}
