@@ -137,8 +137,20 @@ fn default_priority() -> u32 {
 fn default_max_lag() -> u64 {
     1024 * 1024
 }
+/// Whether a `host:port` / `:port` listen address binds loopback only.
+fn listens_on_loopback_only(spec: &str) -> bool {
+    let host = spec.rsplit_once(':').map(|(h, _)| h).unwrap_or("");
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Loopback unless configured: the API can start a switchover, and with
+/// `auth.mode: none` nothing else stands between it and the network.
 fn default_api() -> String {
-    ":9300".into()
+    "127.0.0.1:9300".into()
 }
 fn default_repl_offset() -> u16 {
     10_000
@@ -390,6 +402,13 @@ impl Config {
         }
         errors.extend(self.hooks.validate());
         match self.auth.load_key() {
+            Ok(None) if !listens_on_loopback_only(&self.listen.api) => {
+                warnings.extend(self.auth.warnings());
+                warnings.push(format!(
+                    "listen.api {:?} is reachable from the network and auth.mode is none: anyone who reaches it can POST /switchover",
+                    self.listen.api
+                ));
+            }
             Ok(_) => warnings.extend(self.auth.warnings()),
             Err(e) => errors.push(format!("auth: {e}")),
         }

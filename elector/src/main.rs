@@ -61,6 +61,10 @@ enum Command {
         to: String,
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
+        /// The node's config file: with `auth.mode: shared_key` its key signs
+        /// the request (the API refuses unsigned switchovers then).
+        #[arg(long)]
+        config: Option<PathBuf>,
     },
 }
 
@@ -115,11 +119,22 @@ fn main() -> ExitCode {
             node,
             to,
             timeout_ms,
-        } => report(cli::switchover_command(
-            &node,
-            &to,
-            Duration::from_millis(timeout_ms),
-        )),
+            config,
+        } => {
+            let key = match config.map(|path| switchover_key(&path)).transpose() {
+                Ok(key) => key.flatten(),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            report(cli::switchover_command(
+                &node,
+                &to,
+                Duration::from_millis(timeout_ms),
+                key.as_ref(),
+            ))
+        }
     }
 }
 
@@ -182,4 +197,10 @@ fn run(config_path: Option<PathBuf>, reset_state: bool) -> anyhow::Result<()> {
         elector::runtime::run(loaded.config, reset_state, shutdown).await
     })?;
     Ok(())
+}
+
+/// The shared key from a node's config file, to sign a switchover request.
+fn switchover_key(path: &std::path::Path) -> anyhow::Result<Option<elector::ops::auth::Secret>> {
+    let loaded = config::load(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(loaded.config.auth.load_key()?)
 }

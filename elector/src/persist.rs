@@ -87,34 +87,89 @@ impl StateFile {
 
     /// Writes `state` durably (blocking: run it off the async runtime).
     pub fn store(&self, state: &PersistedState) -> Result<(), PersistError> {
-        let io = |path: &Path| {
-            let path = path.to_path_buf();
-            move |source| PersistError::Io { path, source }
-        };
-        fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
-        let tmp = self.dir.join("state.json.tmp");
         let bytes = serde_json::to_vec_pretty(state).expect("state serialises");
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(io(&tmp))?;
-        f.write_all(&bytes).map_err(io(&tmp))?;
-        f.sync_all().map_err(io(&tmp))?;
-        drop(f);
-        let path = self.path();
-        fs::rename(&tmp, &path).map_err(io(&path))?;
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&self.dir))?;
-        Ok(())
+        write_atomically(&self.dir, "state.json", &bytes)
     }
+
+    /// The auth `boot_id` for this process (protocol §3, auth): larger than
+    /// any this node used before, whatever the wall clock says. Receivers
+    /// refuse frames from an older boot as replays, so a restart after the
+    /// clock stepped back must not reuse a smaller id: the id is
+    /// `max(previous + 1, now_ms)`, stored durably before it is used. Using
+    /// the wall clock when it is ahead keeps ids comparable with electors
+    /// that never stored one.
+    pub fn next_boot_id(&self, now_ms: u64) -> Result<u64, PersistError> {
+        let path = self.dir.join(BOOT_ID_FILE);
+        let previous = match fs::read_to_string(&path) {
+            Ok(text) => text.trim().parse::<u64>().map_err(|_| PersistError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("boot id {:?} is not a number", text.trim()),
+                ),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(source) => return Err(PersistError::Io { path, source }),
+        };
+        let next = previous.saturating_add(1).max(now_ms);
+        write_atomically(&self.dir, BOOT_ID_FILE, next.to_string().as_bytes())?;
+        Ok(next)
+    }
+}
+
+/// Where the auth boot counter lives, next to `state.json`.
+const BOOT_ID_FILE: &str = "boot_id";
+
+/// Temp file, fsync, rename over `name`, fsync the directory: a crash leaves
+/// the old or the new file, never a torn one.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), PersistError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PersistError::Io { path, source }
+    };
+    fs::create_dir_all(dir).map_err(io(dir))?;
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    drop(f);
+    let path = dir.join(name);
+    fs::rename(&tmp, &path).map_err(io(&path))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io(dir))?;
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn boot_ids_grow_across_restarts_even_when_the_clock_steps_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = StateFile::new(dir.path());
+        let first = file.next_boot_id(1_700_000_000_000).unwrap();
+        assert_eq!(first, 1_700_000_000_000);
+        // The wall clock stepped back an hour before the restart.
+        let second = file.next_boot_id(1_700_000_000_000 - 3_600_000).unwrap();
+        assert!(second > first, "{second} <= {first}");
+        // And forward again: the clock wins when it is ahead.
+        let third = file.next_boot_id(1_800_000_000_000).unwrap();
+        assert_eq!(third, 1_800_000_000_000);
+    }
+
+    #[test]
+    fn a_garbled_boot_id_file_is_an_error_not_a_reset() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("boot_id"), b"twelve").unwrap();
+        assert!(StateFile::new(dir.path()).next_boot_id(5).is_err());
+    }
 
     #[test]
     fn a_fresh_directory_loads_as_epoch_zero() {

@@ -12,6 +12,7 @@ use crate::ops::auth::{unix_ms_now, AuthConfigError, Authenticator};
 use crate::ops::hooks::{HookEvent, HookKind, HookRunner};
 use crate::ops::listen::bind_tcp;
 use crate::ops::metrics::Metrics;
+use crate::ops::request_auth::RequestVerifier;
 use crate::ops::sentinel;
 use crate::persist::{PersistError, StateFile};
 use crate::protocol::Role;
@@ -70,10 +71,11 @@ pub async fn run(
     }
     tracing::info!(node = %config.node_id, ?recovered, "starting");
     let metrics = Arc::new(Metrics::new());
+    let boot_id = state_file.next_boot_id(clock.base)?;
     let auth = Arc::new(Mutex::new(Authenticator::new(
         &config.auth,
         &config.node_id,
-        clock.base,
+        boot_id,
     )?));
 
     let bind = |what: &'static str, spec: &str| {
@@ -158,6 +160,10 @@ pub async fn run(
         status: status_rx,
         metrics: Arc::clone(&metrics),
         switchover: switch_tx,
+        request_auth: config
+            .auth
+            .load_key()?
+            .map(|key| Arc::new(RequestVerifier::new(key))),
     };
     tokio::spawn(api::serve(
         api_listener,

@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot, watch};
 
+use super::auth::unix_ms_now;
 use super::metrics::Metrics;
+use super::request_auth::RequestVerifier;
 use super::status::StatusSnapshot;
 
 /// Used when a switchover request names no `timeout_ms`.
@@ -46,6 +48,9 @@ pub struct ApiState {
     pub status: watch::Receiver<StatusSnapshot>,
     pub metrics: Arc<Metrics>,
     pub switchover: mpsc::Sender<SwitchoverRequest>,
+    /// With `auth.mode: shared_key`, the check that `POST /switchover` was
+    /// signed with the cluster key; `None` when auth is off.
+    pub request_auth: Option<Arc<RequestVerifier>>,
 }
 
 /// A planned handover request, answered through `reply`.
@@ -239,7 +244,22 @@ fn switchover_error(err: &SwitchoverError, snap: &StatusSnapshot) -> Response {
     json_response(err.http_status(), &body)
 }
 
-async fn switchover(State(state): State<ApiState>, body: Bytes) -> Response {
+async fn switchover(
+    State(state): State<ApiState>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(verifier) = &state.request_auth {
+        let header = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        if let Err(e) = verifier.verify(header, "POST", "/switchover", &body, unix_ms_now()) {
+            state.metrics.message_rejected("api_unauthorized");
+            tracing::warn!(error = %e, "unauthenticated switchover request refused");
+            let body = serde_json::json!({"error": "unauthorized", "message": e.to_string()});
+            return (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
+        }
+    }
     let req: SwitchoverBody = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => return bad_request(format!("expected {{\"to\": ID, \"timeout_ms\": N}}: {e}")),
@@ -338,6 +358,10 @@ mod tests {
     }
 
     async fn start() -> Harness {
+        start_with(None).await
+    }
+
+    async fn start_with(request_auth: Option<Arc<RequestVerifier>>) -> Harness {
         let listener = super::super::listen::bind_tcp("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (status, status_rx) = watch::channel(primary_snapshot());
@@ -348,6 +372,7 @@ mod tests {
             status: status_rx,
             metrics: Arc::clone(&metrics),
             switchover: sw_tx,
+            request_auth,
         };
         tokio::spawn(serve(listener, state, async {
             let _ = stopped.await;
@@ -503,6 +528,47 @@ mod tests {
         assert_eq!(code, 200, "{body}");
         let v: serde_json::Value = serde_json::from_str(&body).expect("json");
         assert_eq!(v["new_primary"], "n2");
+        runtime.await.expect("runtime task");
+    }
+
+    #[tokio::test]
+    async fn with_auth_on_a_switchover_must_be_signed_with_the_cluster_key() {
+        use super::super::auth::Secret;
+        use super::super::request_auth::sign;
+        let key = Secret::new("cluster-key");
+        let mut h = start_with(Some(Arc::new(RequestVerifier::new(key.clone())))).await;
+        let url = format!("http://{}/switchover", h.addr);
+        let body = r#"{"to":"n2","timeout_ms":2500}"#;
+        let (code, text) = http("POST", url.clone(), Some(body.into())).await;
+        assert_eq!(code, 401, "{text}");
+        assert!(text.contains("unauthorized"), "{text}");
+        assert_eq!(
+            h.metrics.rejected_counts().get("api_unauthorized"),
+            Some(&1)
+        );
+
+        let runtime = tokio::spawn(async move {
+            let req = h
+                .requests
+                .recv()
+                .await
+                .expect("the signed request reached the runtime");
+            let _ = req.reply.send(Ok(serde_json::json!({"new_primary": "n2"})));
+        });
+        let signed = sign(&key, "POST", "/switchover", unix_ms_now(), body.as_bytes());
+        let (code, text) = tokio::task::spawn_blocking(move || {
+            match ureq::post(&url)
+                .set("authorization", &signed)
+                .send_string(body)
+            {
+                Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+                Err(ureq::Error::Status(c, r)) => (c, r.into_string().unwrap_or_default()),
+                Err(e) => panic!("transport error: {e}"),
+            }
+        })
+        .await
+        .expect("join");
+        assert_eq!(code, 200, "{text}");
         runtime.await.expect("runtime task");
     }
 

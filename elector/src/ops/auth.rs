@@ -12,8 +12,10 @@
 //! means a message captured on the way to n2 cannot be replayed into n3;
 //! length prefixes mean no two different frames encode to the same bytes.
 //!
-//! Replay protection: `boot_id` is the sender's process start time (unix ms)
-//! and `seq` a counter that only grows within one process (one counter for
+//! Replay protection: `boot_id` grows with every start of the sender (it is
+//! stored in the data dir as `max(previous + 1, start time in unix ms)`, so
+//! a restart after the wall clock stepped back still gets a larger one;
+//! `StateFile::next_boot_id`) and `seq` a counter that only grows within one process (one counter for
 //! all receivers). A receiver keeps, per sender, the highest `(boot_id, seq)`
 //! it accepted plus a 64-bit bitmap of which of the 64 sequence numbers below
 //! it were seen, as IPsec does (RFC 4303 §3.4.3). A frame is accepted once: a
@@ -84,7 +86,7 @@ impl Secret {
         Secret(s.into())
     }
 
-    fn expose(&self) -> &[u8] {
+    pub(crate) fn expose(&self) -> &[u8] {
         self.0.as_bytes()
     }
 }

@@ -19,6 +19,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
+use super::auth::{unix_ms_now, Secret};
+use super::request_auth::sign;
 use super::status::{Role, StatusSnapshot};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -421,15 +423,25 @@ pub fn status_command(node: &str, json: bool, watch: Option<Duration>) -> Result
 
 /// POSTs a switchover; on 409 `not_primary` with the primary's API known,
 /// asks that node instead (once).
-pub fn switchover(node: &str, to: &str, timeout: Duration) -> Result<serde_json::Value, CliError> {
+pub fn switchover(
+    node: &str,
+    to: &str,
+    timeout: Duration,
+    key: Option<&Secret>,
+) -> Result<serde_json::Value, CliError> {
     let body = serde_json::json!({"to": to, "timeout_ms": timeout.as_millis() as u64}).to_string();
     let mut target = node.to_string();
     for attempt in 0..2 {
         let url = url(&target, "/switchover");
-        let res = agent(timeout + Duration::from_secs(10))
+        let mut req = agent(timeout + Duration::from_secs(10))
             .post(&url)
-            .set("content-type", "application/json")
-            .send_string(&body);
+            .set("content-type", "application/json");
+        if let Some(key) = key {
+            // A fresh timestamp per attempt: the API refuses a reused one.
+            let signed = sign(key, "POST", "/switchover", unix_ms_now(), body.as_bytes());
+            req = req.set("authorization", &signed);
+        }
+        let res = req.send_string(&body);
         let (code, text) = match res {
             Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
             Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
@@ -469,8 +481,13 @@ pub fn switchover(node: &str, to: &str, timeout: Duration) -> Result<serde_json:
 
 /// `elector switchover --node HOST:PORT --to ID [--timeout-ms N]`: prints the
 /// outcome document (new epoch, measured write pause, ...).
-pub fn switchover_command(node: &str, to: &str, timeout: Duration) -> Result<(), CliError> {
-    let outcome = switchover(node, to, timeout)?;
+pub fn switchover_command(
+    node: &str,
+    to: &str,
+    timeout: Duration,
+    key: Option<&Secret>,
+) -> Result<(), CliError> {
+    let outcome = switchover(node, to, timeout, key)?;
     let pretty = serde_json::to_string_pretty(&outcome).unwrap_or_else(|_| outcome.to_string());
     let mut stdout = std::io::stdout();
     writeln!(stdout, "switchover to {to} completed:\n{pretty}")?;
@@ -661,6 +678,7 @@ n3    replica  3      ?        ?       yes 40ms  1200    -    ?
                 status: r1,
                 metrics: Arc::clone(&metrics),
                 switchover: tx1,
+                request_auth: None,
             },
             async {
                 let _ = stopped.await;
@@ -672,6 +690,7 @@ n3    replica  3      ?        ?       yes 40ms  1200    -    ?
                 status: r2,
                 metrics,
                 switchover: tx2,
+                request_auth: None,
             },
             async {
                 let _ = stopped2.await;
@@ -689,7 +708,7 @@ n3    replica  3      ?        ?       yes 40ms  1200    -    ?
         let (report, outcome) = tokio::task::spawn_blocking(move || {
             (
                 gather(&asked).expect("gather"),
-                switchover(&asked, "n2", Duration::from_secs(1)).expect("switchover via n1"),
+                switchover(&asked, "n2", Duration::from_secs(1), None).expect("switchover via n1"),
             )
         })
         .await

@@ -14,5 +14,6 @@ pub mod cli;
 pub mod hooks;
 pub mod listen;
 pub mod metrics;
+pub mod request_auth;
 pub mod sentinel;
 pub mod status;
