@@ -41,7 +41,8 @@ pub enum RequestAuthError {
     Replay,
 }
 
-fn tag(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -> Vec<u8> {
+/// The MAC over one request, ready to finalize or verify.
+fn mac_over(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -> HmacSha256 {
     let mut mac = HmacSha256::new_from_slice(key.expose()).expect("HMAC takes any key length");
     for part in [
         LABEL,
@@ -53,7 +54,7 @@ fn tag(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -> Vec
         mac.update(&(part.len() as u64).to_be_bytes());
         mac.update(part);
     }
-    mac.finalize().into_bytes().to_vec()
+    mac
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -61,7 +62,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 || s.len() > 128 {
+    if !s.len().is_multiple_of(2) || s.len() > 128 {
         return None;
     }
     (0..s.len())
@@ -74,7 +75,9 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 pub fn sign(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -> String {
     format!(
         "{SCHEME} {unix_ms}:{}",
-        hex(&tag(key, method, path, unix_ms, body))
+        hex(&mac_over(key, method, path, unix_ms, body)
+            .finalize()
+            .into_bytes())
     )
 }
 
@@ -111,17 +114,7 @@ impl RequestVerifier {
         let unix_ms: u64 = ts.parse().map_err(|_| RequestAuthError::Malformed)?;
         let given = unhex(mac_hex).ok_or(RequestAuthError::Malformed)?;
         // Constant-time comparison through the MAC itself.
-        let mut mac = HmacSha256::new_from_slice(self.key.expose()).expect("any key length");
-        for part in [
-            LABEL,
-            method.as_bytes(),
-            path.as_bytes(),
-            unix_ms.to_string().as_bytes(),
-            body,
-        ] {
-            mac.update(&(part.len() as u64).to_be_bytes());
-            mac.update(part);
-        }
+        let mac = mac_over(&self.key, method, path, unix_ms, body);
         mac.verify_slice(&given)
             .map_err(|_| RequestAuthError::BadTag)?;
         if unix_ms.abs_diff(now_ms) > MAX_SKEW_MS {
