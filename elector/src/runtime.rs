@@ -7,7 +7,7 @@ use crate::config::{Config, DataNodeKind};
 use crate::core::{Action, Core, DataNodeTarget, Event, Notice, Reason};
 use crate::datanode::{self, DataNodeReport, KevyNode, RedisNode};
 use crate::fingerprint::Fingerprint;
-use crate::ops::api::{self, ApiState, SwitchoverError, SwitchoverRequest};
+use crate::ops::api::{self, ApiState, LoopBeat, SwitchoverError, SwitchoverRequest};
 use crate::ops::auth::{unix_ms_now, AuthConfigError, Authenticator};
 use crate::ops::hooks::{HookEvent, HookKind, HookRunner};
 use crate::ops::listen::bind_tcp;
@@ -157,7 +157,12 @@ pub async fn run(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
+    // The loop wakes at least every heartbeat; two missed turns is a stall.
+    let loop_beat = Arc::new(LoopBeat::new(Duration::from_millis(
+        2 * config.timings.hb_interval_ms + 100,
+    )));
     let api_state = ApiState {
+        loop_beat: Arc::clone(&loop_beat),
         status: status_rx,
         metrics: Arc::clone(&metrics),
         switchover: switch_tx,
@@ -219,6 +224,7 @@ pub async fn run(
             Some(request) = switch_rx.recv() => shell.start_switchover(&core, request, clock.now()),
             _ = tokio::time::sleep(sleep_for) => Event::Tick,
         };
+        loop_beat.beat();
         let now = clock.now();
         let actions = core.handle(now, event);
         shell.execute(&core, actions, now);

@@ -51,6 +51,42 @@ pub struct ApiState {
     /// With `auth.mode: shared_key`, the check that `POST /switchover` was
     /// signed with the cluster key; `None` when auth is off.
     pub request_auth: Option<Arc<RequestVerifier>>,
+    /// When the protocol loop last went round; `/healthz` fails once it
+    /// stalls, so the watchdog fences a process that still answers HTTP
+    /// but no longer runs its timers (protocol §6.4.1).
+    pub loop_beat: Arc<LoopBeat>,
+}
+
+/// The protocol loop's pulse. The loop wakes at least once per heartbeat
+/// interval, so a pulse older than `stall_after` means it is stuck.
+#[derive(Debug)]
+pub struct LoopBeat {
+    last: std::sync::Mutex<std::time::Instant>,
+    stall_after: Duration,
+}
+
+impl LoopBeat {
+    pub fn new(stall_after: Duration) -> Self {
+        LoopBeat {
+            last: std::sync::Mutex::new(std::time::Instant::now()),
+            stall_after,
+        }
+    }
+
+    /// Called by the protocol loop on every turn.
+    pub fn beat(&self) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    }
+
+    /// How long the loop has been silent, if longer than the bound.
+    pub fn stalled_for(&self) -> Option<Duration> {
+        let age = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed();
+        (age > self.stall_after).then_some(age)
+    }
 }
 
 /// A planned handover request, answered through `reply`.
@@ -150,8 +186,15 @@ fn current(state: &ApiState) -> StatusSnapshot {
     snap
 }
 
-async fn healthz() -> &'static str {
-    "ok\n"
+async fn healthz(State(state): State<ApiState>) -> Response {
+    match state.loop_beat.stalled_for() {
+        None => (StatusCode::OK, "ok\n").into_response(),
+        Some(age) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("protocol loop stalled for {} ms\n", age.as_millis()),
+        )
+            .into_response(),
+    }
 }
 
 fn check(ok: bool, yes: &'static str, no: &'static str) -> Response {
@@ -373,6 +416,7 @@ mod tests {
             metrics: Arc::clone(&metrics),
             switchover: sw_tx,
             request_auth,
+            loop_beat: Arc::new(LoopBeat::new(Duration::from_secs(60))),
         };
         tokio::spawn(serve(listener, state, async {
             let _ = stopped.await;
@@ -426,6 +470,16 @@ mod tests {
             http("GET", format!("http://{}/healthz", h.addr), None).await,
             (200, "ok\n".into())
         );
+    }
+
+    #[test]
+    fn a_loop_that_stops_beating_is_reported_stalled() {
+        let beat = LoopBeat::new(Duration::from_millis(20));
+        assert_eq!(beat.stalled_for(), None);
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(beat.stalled_for().is_some());
+        beat.beat();
+        assert_eq!(beat.stalled_for(), None);
     }
 
     #[tokio::test]

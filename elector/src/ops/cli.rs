@@ -679,6 +679,7 @@ n3    replica  3      ?        ?       yes 40ms  1200    -    ?
                 metrics: Arc::clone(&metrics),
                 switchover: tx1,
                 request_auth: None,
+                loop_beat: Arc::new(super::super::api::LoopBeat::new(Duration::from_secs(60))),
             },
             async {
                 let _ = stopped.await;
@@ -691,6 +692,7 @@ n3    replica  3      ?        ?       yes 40ms  1200    -    ?
                 metrics,
                 switchover: tx2,
                 request_auth: None,
+                loop_beat: Arc::new(super::super::api::LoopBeat::new(Duration::from_secs(60))),
             },
             async {
                 let _ = stopped2.await;
