@@ -106,7 +106,6 @@ pub async fn run(
                 &dn.address,
                 dn.password.as_deref(),
                 dn.replication_port_offset,
-                Duration::from_millis(config.timings.down_after_ms),
             );
             tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
         }
@@ -259,7 +258,6 @@ async fn fence_on_stop(config: &Config) -> Result<(), datanode::DataNodeError> {
                 &dn.address,
                 dn.password.as_deref(),
                 dn.replication_port_offset,
-                Duration::ZERO,
             )
             .fence_blind()
             .await

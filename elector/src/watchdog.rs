@@ -101,7 +101,6 @@ pub async fn run(config: Config) {
                 &dn.address,
                 dn.password.as_deref(),
                 dn.replication_port_offset,
-                Duration::ZERO,
             );
             watch(node, url, lease, every).await
         }

@@ -117,11 +117,6 @@ impl Upstream {
         self.0 = None;
     }
 
-    /// (configured address, resolved host, port) of the primary we follow.
-    pub fn get(&self) -> Option<&(String, String, u16)> {
-        self.0.as_ref()
-    }
-
     /// Whether `info` shows the replica following the primary configured as `addr`.
     pub fn satisfies(&self, addr: &str, info: &ReplicationInfo) -> bool {
         self.0

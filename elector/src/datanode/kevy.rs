@@ -33,32 +33,11 @@ const QUIESCE_TIMEOUT_MS: u64 = 600_000;
 /// new quiesce waits this long after an abort.
 const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
 
-/// Why a replica detaches the moment its replication link drops: kevy's
-/// `REPLICAOF` waits for the old replication thread, and once that thread
-/// is inside a connect to a host that died (no RST) it takes up to kevy's
-/// fixed 5 s connect timeout; meanwhile the whole server stalls, and with it
-/// the detach of §6.2 and the promotion of whoever wins. The thread redials
-/// 250 ms after a drop, so a detach sent within that window (the next poll)
-/// stops it before the hanging connect starts. The node stays detached for
-/// `hold` (the core's `down_after`) unless the target changes; if the
-/// primary was fine after all, it is followed again after the hold (a full
-/// resync on kevy 7). Detaching never makes anything writable.
-#[derive(Debug, Default)]
-struct LinkWatch {
-    /// The link to the current upstream has been up since we followed it.
-    seen_up: bool,
-    /// We detached from this primary (configured address) at this instant.
-    detached: Option<(String, Instant)>,
-}
-
 pub struct KevyNode {
     client: RespClient,
     replication_port_offset: u16,
     /// Resolved replication address of the primary we were last told to follow.
     following: Upstream,
-    link: LinkWatch,
-    /// How long a replica stays detached after its link dropped.
-    hold: Duration,
     /// Whether a quiesce we set may still be in force (`None`: unknown, e.g.
     /// after our own restart; treated as "maybe").
     quiesced: Option<bool>,
@@ -67,21 +46,11 @@ pub struct KevyNode {
 }
 
 impl KevyNode {
-    /// `hold`: how long a replica whose replication link dropped stays
-    /// detached from that primary ([`LinkWatch`]); zero turns the early
-    /// detach off.
-    pub fn new(
-        address: &str,
-        password: Option<&str>,
-        replication_port_offset: u16,
-        hold: Duration,
-    ) -> KevyNode {
+    pub fn new(address: &str, password: Option<&str>, replication_port_offset: u16) -> KevyNode {
         KevyNode {
             client: RespClient::new(address, password),
             replication_port_offset,
             following: Upstream::default(),
-            link: LinkWatch::default(),
-            hold,
             quiesced: None,
             aborted_at: None,
         }
@@ -112,15 +81,6 @@ impl KevyNode {
         Ok(())
     }
 
-    /// Detached from `primary_addr` after its link dropped, and still within
-    /// the hold: the Follow target counts as carried out, so the runner does
-    /// not redial a primary that may be dead ([`LinkWatch`]).
-    fn holding_off(&self, primary_addr: &str, info: &ReplicationInfo) -> bool {
-        self.link.detached.as_ref().is_some_and(|(addr, at)| {
-            addr == primary_addr && at.elapsed() < self.hold && info.follows(NOWHERE.0, NOWHERE.1)
-        })
-    }
-
     /// Lifts a quiesce we may have set (harmless when there is none).
     async fn lift_quiesce(&mut self) -> Result<(), DataNodeError> {
         if self.quiesced == Some(false) {
@@ -139,33 +99,10 @@ impl DataNodeAdapter for KevyNode {
     }
 
     async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
-        let info = self.client.replication_info().await?;
-        let Some((addr, host, port)) = self.following.get().cloned() else {
-            return Ok(info);
-        };
-        if self.hold.is_zero() || !info.follows(&host, port) {
-            return Ok(info);
-        }
-        if info.link_up {
-            self.link.seen_up = true;
-            return Ok(info);
-        }
-        if !self.link.seen_up {
-            // Still connecting or syncing after our REPLICAOF: not a drop.
-            return Ok(info);
-        }
-        tracing::info!(primary = %addr, "replication link dropped: detaching before kevy redials (it could stall every command behind a connect to a dead host)");
-        self.client.replicaof(NOWHERE.0, NOWHERE.1).await?;
-        self.link = LinkWatch {
-            seen_up: false,
-            detached: Some((addr, Instant::now())),
-        };
         self.client.replication_info().await
     }
 
     async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {
-        // Any command of ours ends an early detach's hold.
-        self.link = LinkWatch::default();
         // Demotions come before lifting a quiesce, so a draining primary is
         // never writable in between.
         match target {
@@ -209,7 +146,7 @@ impl DataNodeAdapter for KevyNode {
                 info.follows(NOWHERE.0, NOWHERE.1)
             }
             DataNodeTarget::Follow { primary_addr, .. } => {
-                self.following.satisfies(primary_addr, info) || self.holding_off(primary_addr, info)
+                self.following.satisfies(primary_addr, info)
             }
         }
     }
