@@ -29,6 +29,19 @@ pub const KNOWN_REJECT_REASONS: &[&str] = &[
     "stale_epoch",
 ];
 
+/// Why election connections were closed (docs/protocol.md §3.2), always
+/// present (as 0) under `elector_connections_closed_total{reason}`.
+pub const KNOWN_CLOSE_REASONS: &[&str] = &[
+    "idle",
+    "peer_silent",
+    "write_stalled",
+    "handshake_timeout",
+    "pending_cap",
+    "per_source_cap",
+    "rejected",
+    "peer_closed",
+];
+
 /// Hook outcomes counted under `elector_hooks_run_total{event,outcome}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookOutcome {
@@ -69,6 +82,7 @@ pub struct Metrics {
     messages_out: Labelled,
     messages_rejected: Labelled,
     transitions: Labelled,
+    connections_closed: Labelled,
     /// Keyed by (event, outcome).
     hooks_run: Mutex<BTreeMap<(String, String), u64>>,
 }
@@ -131,6 +145,22 @@ impl Metrics {
     /// A message was dropped; `reason` is snake case (`bad_tag`, `replay`, ...).
     pub fn message_rejected(&self, reason: &str) {
         bump(&self.messages_rejected, reason);
+    }
+
+    /// An election connection was closed for `reason` (see
+    /// [`KNOWN_CLOSE_REASONS`]).
+    pub fn connection_closed(&self, reason: &str) {
+        bump(&self.connections_closed, reason);
+    }
+
+    /// Closed connections by reason, known reasons included at 0.
+    pub fn closed_counts(&self) -> BTreeMap<String, u64> {
+        let mut out: BTreeMap<String, u64> = KNOWN_CLOSE_REASONS
+            .iter()
+            .map(|r| (r.to_string(), 0))
+            .collect();
+        out.extend(read(&self.connections_closed));
+        out
     }
 
     /// A role transition happened for `reason` (see `status::TRANSITION_REASONS`).
@@ -366,6 +396,14 @@ impl Metrics {
             &node,
             "reason",
             &self.rejected_counts(),
+        );
+        labelled_counter(
+            &mut out,
+            "elector_connections_closed_total",
+            "Election connections closed, by reason (protocol 3.2).",
+            &node,
+            "reason",
+            &self.closed_counts(),
         );
         let mut transitions: BTreeMap<String, u64> = super::status::TRANSITION_REASONS
             .iter()
@@ -612,7 +650,12 @@ mod tests {
         m.message_out("OFFER");
         m.transition("won_election");
         m.hook_run("fence", HookOutcome::Failed);
+        m.connection_closed("handshake_timeout");
         let text = m.render(&snapshot());
+        assert!(text.contains(
+            "elector_connections_closed_total{node=\"n1\",reason=\"handshake_timeout\"} 1\n"
+        ));
+        assert!(text.contains("elector_connections_closed_total{node=\"n1\",reason=\"idle\"} 0\n"));
         assert!(text.contains("elector_messages_rejected_total{node=\"n1\",reason=\"replay\"} 2\n"));
         assert!(
             text.contains("elector_messages_rejected_total{node=\"n1\",reason=\"bad_tag\"} 0\n")
