@@ -4,10 +4,11 @@
 //! down_after 600 ms, so the liveness bound is 500 ms and the HELLO
 //! deadline 500 ms).
 //!
-//! A true partition (packets silently dropped) cannot be made on loopback
-//! without root; freezing an elector with SIGSTOP stands in for it on the
-//! reconnect path: its peers stop hearing it, find their connections to it
-//! dead and redial, exactly as after a partition.
+//! A true partition (packets silently dropped by iptables) needs root: that
+//! test re-runs itself in a private network namespace and is skipped where
+//! it cannot. Freezing an elector with SIGSTOP exercises the same reconnect
+//! path without privileges: its peers stop hearing it, find their
+//! connections to it dead and redial.
 
 mod support;
 
@@ -249,4 +250,112 @@ fn a_peer_frozen_past_the_liveness_bound_is_heard_again_within_two_seconds_of_si
         "{rid} did not hear {pid} again in time"
     );
     assert!(closed >= 1, "no dead connection was closed");
+}
+
+/// Runs `script` with `sh -c`, panicking with its output when it fails.
+fn sh(script: &str) {
+    let out = std::process::Command::new("sh")
+        .args(["-c", script])
+        .output()
+        .expect("sh");
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const PARTITION_TEST: &str = "a_partition_of_every_election_port_heals_within_two_seconds_3_2";
+
+/// §3.2, a true partition: every election port's packets are dropped
+/// (iptables) for 8 s, far longer than down_after, so the connections established
+/// before the cut survive it in TCP's eyes; after the heal every node hears
+/// every other again within 2 s (measured and printed; with the liveness
+/// rules disabled it took 5.1 s here, and 13–47 s in the lab). iptables must not touch the host's own rules, so the test
+/// re-runs itself in a private network namespace (`unshare -n`, which
+/// needs root); where that is not allowed it says so and passes.
+#[test]
+fn a_partition_of_every_election_port_heals_within_two_seconds_3_2() {
+    if std::env::var_os("ELECTOR_TEST_IN_NETNS").is_none() {
+        let allowed = std::process::Command::new("unshare")
+            .args([
+                "-n",
+                "sh",
+                "-c",
+                "ip link set lo up && iptables -L INPUT -n",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !allowed {
+            eprintln!("skipped: no private network namespace with iptables (needs root)");
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let status = std::process::Command::new("unshare")
+            .args(["-n", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+            .arg(exe)
+            .args(["--exact", PARTITION_TEST, "--nocapture"])
+            .env("ELECTOR_TEST_IN_NETNS", "1")
+            .status()
+            .expect("unshare");
+        assert!(status.success(), "the test failed in its network namespace");
+        return;
+    }
+    let cluster = Cluster::start_limited(Backend::Redis, 3, SHORT_TIMINGS, Some(1024));
+    let p = cluster.wait_primary(Duration::from_secs(15));
+    cluster.wait_replica_links(p);
+    std::thread::sleep(Duration::from_millis(500));
+    let ids: Vec<String> = cluster.nodes.iter().map(|n| n.id.clone()).collect();
+    let all_hear = |fresh_ms: u64| {
+        (0..3).all(|i| {
+            status(cluster.nodes[i].api_port).is_some_and(|s| {
+                ids.iter()
+                    .filter(|id| **id != ids[i])
+                    .all(|peer| hears(&s, peer, fresh_ms))
+            })
+        })
+    };
+    assert!(all_hear(300), "the cluster is not whole before the cut");
+
+    for n in &cluster.nodes {
+        let e = n.election_port;
+        sh(&format!(
+            "iptables -A INPUT -p tcp --dport {e} -j DROP && iptables -A INPUT -p tcp --sport {e} -j DROP"
+        ));
+    }
+    // Long enough for TCP's retransmission timer (200 ms doubling on
+    // loopback) to back off to several seconds.
+    std::thread::sleep(Duration::from_millis(8000));
+    let lost = (0..3).all(|i| {
+        status(cluster.nodes[i].api_port).is_some_and(|s| {
+            ids.iter()
+                .filter(|id| **id != ids[i])
+                .all(|peer| !hears(&s, peer, 600))
+        })
+    });
+    sh("iptables -F INPUT");
+    let healed = Instant::now();
+    let mut whole = None;
+    while healed.elapsed() < Duration::from_secs(30) {
+        if all_hear(100) {
+            whole = Some(healed.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let closed: Vec<String> = ["peer_silent", "idle"]
+        .iter()
+        .map(|r| format!("{r} {}", cluster.connections_closed(p, r)))
+        .collect();
+    eprintln!(
+        "partition of 8 s healed: every node hears every other after {whole:?}; \
+         the primary {} closed connections: {}",
+        ids[p],
+        closed.join(", ")
+    );
+    assert!(lost, "some node still heard a peer through the partition");
+    assert!(
+        whole.is_some_and(|d| d < Duration::from_secs(2)),
+        "the cluster was not whole again within 2 s of the heal"
+    );
 }
