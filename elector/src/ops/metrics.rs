@@ -103,6 +103,14 @@ fn read(map: &Labelled) -> BTreeMap<String, u64> {
     map.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
+/// `map`'s counts with every `known` label present, at 0 if never counted,
+/// so alerts can be written against series that exist from the start.
+fn with_known(known: &[&str], map: &Labelled) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = known.iter().map(|r| (r.to_string(), 0)).collect();
+    out.extend(read(map));
+    out
+}
+
 impl Metrics {
     pub fn new() -> Self {
         Self::default()
@@ -155,12 +163,7 @@ impl Metrics {
 
     /// Closed connections by reason, known reasons included at 0.
     pub fn closed_counts(&self) -> BTreeMap<String, u64> {
-        let mut out: BTreeMap<String, u64> = KNOWN_CLOSE_REASONS
-            .iter()
-            .map(|r| (r.to_string(), 0))
-            .collect();
-        out.extend(read(&self.connections_closed));
-        out
+        with_known(KNOWN_CLOSE_REASONS, &self.connections_closed)
     }
 
     /// A role transition happened for `reason` (see `status::TRANSITION_REASONS`).
@@ -178,12 +181,7 @@ impl Metrics {
     /// this into `StatusSnapshot::rejected`; the API also merges it in, so the
     /// two views agree even if the runtime forgets.
     pub fn rejected_counts(&self) -> BTreeMap<String, u64> {
-        let mut out: BTreeMap<String, u64> = KNOWN_REJECT_REASONS
-            .iter()
-            .map(|r| (r.to_string(), 0))
-            .collect();
-        out.extend(read(&self.messages_rejected));
-        out
+        with_known(KNOWN_REJECT_REASONS, &self.messages_rejected)
     }
 
     /// Count of hook runs for (event, outcome); for tests and the CLI.
@@ -405,11 +403,7 @@ impl Metrics {
             "reason",
             &self.closed_counts(),
         );
-        let mut transitions: BTreeMap<String, u64> = super::status::TRANSITION_REASONS
-            .iter()
-            .map(|r| (r.to_string(), 0))
-            .collect();
-        transitions.extend(read(&self.transitions));
+        let transitions = with_known(super::status::TRANSITION_REASONS, &self.transitions);
         labelled_counter(
             &mut out,
             "elector_transitions_total",

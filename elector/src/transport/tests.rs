@@ -41,6 +41,28 @@ async fn listen(shared: &Arc<Shared>) -> (SocketAddr, mpsc::Receiver<Inbound>) {
     (addr, rx)
 }
 
+/// A listener standing in for peer `n2`, which `shared`'s dialer connects to.
+async fn dialed_peer(shared: &Arc<Shared>) -> TcpListener {
+    let peer = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = peer.local_addr().unwrap().to_string();
+    let outbox = Arc::new(Outbox::default());
+    tokio::spawn(super::dialer::dial_loop(
+        Arc::clone(shared),
+        "n2".into(),
+        addr,
+        outbox,
+    ));
+    peer
+}
+
+/// A listener with `timings` and one connection to it.
+async fn connected(timings: LinkTimings) -> (Arc<Shared>, TcpStream, mpsc::Receiver<Inbound>) {
+    let shared = shared(timings);
+    let (addr, rx) = listen(&shared).await;
+    let stream = TcpStream::connect(addr).await.unwrap();
+    (shared, stream, rx)
+}
+
 fn hello(id: &str) -> Vec<u8> {
     let msg = Message::Hello { node_id: id.into() };
     codec::encode_owned(&msg.to_fields())
@@ -57,6 +79,19 @@ async fn time_to_close(stream: &mut TcpStream, within: Duration) -> Option<Durat
             Ok(Ok(_)) => {}
         }
     }
+}
+
+/// Asserts that the other side closes `stream` between `lo_ms` and `hi_ms`
+/// from now, and says when.
+async fn closed_between(stream: &mut TcpStream, lo_ms: u64, hi_ms: u64) -> Duration {
+    let took = time_to_close(stream, Duration::from_millis(3 * hi_ms))
+        .await
+        .expect("closed");
+    assert!(
+        took >= Duration::from_millis(lo_ms) && took < Duration::from_millis(hi_ms),
+        "closed after {took:?}"
+    );
+    took
 }
 
 fn closed(shared: &Shared, reason: &str) -> u64 {
@@ -103,26 +138,16 @@ fn pending_connections_are_capped_in_total_and_per_source_and_a_ticket_frees_its
 
 #[tokio::test]
 async fn a_connection_that_sends_half_a_hello_is_closed_at_the_handshake_deadline_3_3() {
-    let shared = shared(quick());
-    let (addr, _rx) = listen(&shared).await;
-    let mut s = TcpStream::connect(addr).await.unwrap();
+    let (shared, mut s, _rx) = connected(quick()).await;
     let frame = hello("n2");
     s.write_all(&frame[..frame.len() / 2]).await.unwrap();
-    let took = time_to_close(&mut s, Duration::from_secs(3))
-        .await
-        .expect("closed");
-    assert!(
-        took >= Duration::from_millis(150) && took < Duration::from_millis(1000),
-        "closed after {took:?}"
-    );
+    closed_between(&mut s, 150, 1000).await;
     assert_eq!(closed(&shared, "handshake_timeout"), 1);
 }
 
 #[tokio::test]
 async fn a_trickle_of_bytes_does_not_stretch_the_handshake_deadline_3_3() {
-    let shared = shared(quick());
-    let (addr, _rx) = listen(&shared).await;
-    let mut s = TcpStream::connect(addr).await.unwrap();
+    let (shared, mut s, _rx) = connected(quick()).await;
     let frame = hello("n2");
     let start = Instant::now();
     for byte in &frame[..frame.len() - 1] {
@@ -144,26 +169,16 @@ async fn a_trickle_of_bytes_does_not_stretch_the_handshake_deadline_3_3() {
 
 #[tokio::test]
 async fn an_authenticated_connection_on_which_nothing_arrives_is_closed_as_idle_3_2() {
-    let shared = shared(quick());
-    let (addr, _rx) = listen(&shared).await;
-    let mut s = TcpStream::connect(addr).await.unwrap();
+    let (shared, mut s, _rx) = connected(quick()).await;
     s.write_all(&hello("n2")).await.unwrap();
-    let took = time_to_close(&mut s, Duration::from_secs(3))
-        .await
-        .expect("closed");
-    assert!(
-        took >= Duration::from_millis(250) && took < Duration::from_millis(1200),
-        "closed after {took:?}"
-    );
+    closed_between(&mut s, 250, 1200).await;
     assert_eq!(closed(&shared, "idle"), 1);
     assert_eq!(closed(&shared, "handshake_timeout"), 0);
 }
 
 #[tokio::test]
 async fn a_connection_that_keeps_sending_frames_stays_open_past_the_idle_bound_3_2() {
-    let shared = shared(quick());
-    let (addr, mut rx) = listen(&shared).await;
-    let mut s = TcpStream::connect(addr).await.unwrap();
+    let (shared, mut s, mut rx) = connected(quick()).await;
     s.write_all(&hello("n2")).await.unwrap();
     for _ in 0..12 {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -209,28 +224,18 @@ async fn connections_beyond_the_per_source_cap_are_closed_at_once_and_counted_3_
 #[tokio::test]
 async fn an_outbound_connection_to_a_silent_peer_is_closed_and_redialled_within_the_bound_3_2() {
     let shared = shared(quick());
-    let peer = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = peer.local_addr().unwrap().to_string();
-    let outbox = Arc::new(Outbox::default());
-    tokio::spawn(super::dialer::dial_loop(
-        Arc::clone(&shared),
-        "n2".into(),
-        addr,
-        outbox,
-    ));
+    let peer = dialed_peer(&shared).await;
     let (mut first, _) = peer.accept().await.unwrap();
     let accepted = Instant::now();
-    let took = time_to_close(&mut first, Duration::from_secs(3))
-        .await
-        .expect("the silent connection is closed");
+    closed_between(&mut first, 250, 700).await;
     let (_second, _) = tokio::time::timeout(Duration::from_secs(1), peer.accept())
         .await
         .expect("redialled")
         .unwrap();
     let redialled = accepted.elapsed();
     assert!(
-        took >= Duration::from_millis(250) && redialled < Duration::from_millis(700),
-        "closed after {took:?}, redialled after {redialled:?}"
+        redialled < Duration::from_millis(700),
+        "redialled after {redialled:?}"
     );
     assert_eq!(closed(&shared, "peer_silent"), 1);
 }
@@ -240,14 +245,7 @@ async fn an_outbound_connection_to_a_silent_peer_is_closed_and_redialled_within_
 #[tokio::test]
 async fn an_outbound_connection_stays_up_while_the_peer_is_heard_3_2() {
     let shared = shared(quick());
-    let peer = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = peer.local_addr().unwrap().to_string();
-    tokio::spawn(super::dialer::dial_loop(
-        Arc::clone(&shared),
-        "n2".into(),
-        addr,
-        Arc::new(Outbox::default()),
-    ));
+    let peer = dialed_peer(&shared).await;
     let (mut conn, _) = peer.accept().await.unwrap();
     for _ in 0..12 {
         tokio::time::sleep(Duration::from_millis(100)).await;
