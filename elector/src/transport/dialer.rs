@@ -17,6 +17,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 
+/// Longest pause between connections that the peer closes soon after we
+/// open them (it refuses our HELLO: an unknown id, a different key). Such a
+/// peer is there and says no; asking again every heartbeat would only fill
+/// both logs.
+const REFUSED_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 /// Keeps a connection to one peer and drains its outbox into it.
 pub(super) async fn dial_loop(
     shared: Arc<Shared>,
@@ -28,25 +34,31 @@ pub(super) async fn dial_loop(
     let first = Duration::from_millis(20).min(t.redial_max);
     let mut backoff = first;
     loop {
+        let mut cap = t.redial_max;
         match timeout(t.connect_timeout, TcpStream::connect(&addr)).await {
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 tracing::debug!(%peer, %addr, "connected");
+                let connected = Instant::now();
                 let why = serve(&shared, &peer, stream, &outbox).await;
                 shared.closed(&peer, "outbound", &why);
-                if why == Close::Shutdown {
-                    return;
+                match why {
+                    Close::Shutdown => return,
+                    // A dead path is replaced at once: the point is to be
+                    // heard again within a heartbeat or two of a heal.
+                    Close::PeerSilent | Close::WriteStalled => {
+                        backoff = first;
+                        continue;
+                    }
+                    _ if connected.elapsed() >= t.liveness => backoff = first,
+                    _ => cap = REFUSED_BACKOFF_MAX.max(t.redial_max),
                 }
-                // A connection found dead is replaced at once: the point is
-                // to be heard again within a heartbeat or two of a heal.
-                backoff = first;
-                continue;
             }
             Ok(Err(e)) => tracing::trace!(%peer, %addr, error = %e, "connect failed"),
             Err(_) => tracing::trace!(%peer, %addr, "connect timed out"),
         }
         sleep(backoff).await;
-        backoff = (backoff * 2).min(t.redial_max);
+        backoff = (backoff * 2).min(cap);
     }
 }
 

@@ -326,3 +326,24 @@ async fn redialled_connections_pass_the_replay_window_with_a_shared_key_3_2() {
     assert_eq!(closed(&receiver, "rejected"), 0);
     assert!(got >= sent - 4, "{got} of {sent} messages arrived");
 }
+
+/// A peer that closes every connection as soon as it is open (it refuses
+/// our HELLO) is asked again with a growing pause, not in a tight loop.
+#[tokio::test]
+async fn a_peer_that_refuses_every_connection_is_redialled_with_growing_backoff_3_2() {
+    let shared = shared(quick());
+    let peer = dialed_peer(&shared).await;
+    let start = Instant::now();
+    let mut accepted = 0;
+    while let Ok(Ok((conn, _))) =
+        tokio::time::timeout_at(start + Duration::from_millis(1500), peer.accept()).await
+    {
+        drop(conn);
+        accepted += 1;
+    }
+    // 20, 40, 80, ... ms up to 1 s: about seven attempts in 1.5 s.
+    assert!(
+        (3..=12).contains(&accepted),
+        "{accepted} connections in 1.5 s"
+    );
+}
