@@ -63,7 +63,19 @@ fn closed_by_server(s: &TcpStream) -> bool {
     }
 }
 
-/// §3.3: 2000 connections (override with `FLOOD=n`) that each send half a
+/// A connection to `target` from source address 127.0.0.(1 + k): Linux
+/// answers for all of 127/8, so one machine can be many sources.
+fn connect_from(k: usize, target: SocketAddr) -> std::io::Result<TcpStream> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None)?;
+    let source: SocketAddr = format!("127.0.0.{}:0", 1 + k).parse().unwrap();
+    socket.bind(&source.into())?;
+    socket.connect_timeout(&target.into(), Duration::from_secs(1))?;
+    Ok(socket.into())
+}
+
+/// §3.3: 2000 connections (override with `FLOOD=n`) from ten source
+/// addresses (so both the per-source and the total cap are hit) that each send half a
 /// HELLO and stay open, plus slow writers trickling a HELLO a byte at a
 /// time, against the primary's election port: no node changes role, epoch
 /// or primary, every node keeps hearing every other, and every pending
@@ -153,8 +165,8 @@ fn a_flood_of_half_hellos_and_slow_writers_against_the_primary_moves_nothing_3_3
     let started = Instant::now();
     let mut held = Vec::with_capacity(flood);
     let mut connect_failed = 0;
-    for _ in 0..flood {
-        match TcpStream::connect_timeout(&target, Duration::from_secs(1)) {
+    for k in 0..flood {
+        match connect_from(k % 10, target) {
             Ok(mut s) => {
                 let _ = s.write_all(b"*2\r\n$5\r\nHEL");
                 held.push(s);
@@ -199,6 +211,7 @@ fn a_flood_of_half_hellos_and_slow_writers_against_the_primary_moves_nothing_3_3
         per_source + caps + handshake >= held.len() as u64,
         "not every flood connection was counted as closed"
     );
+    assert!(per_source > 0 && caps > 0, "both caps should have been hit");
     assert_eq!(cluster.writable_primary(), Some(p));
 }
 
