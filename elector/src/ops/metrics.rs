@@ -39,6 +39,7 @@ pub const KNOWN_CLOSE_REASONS: &[&str] = &[
     "pending_cap",
     "per_source_cap",
     "rejected",
+    "superseded",
     "peer_closed",
 ];
 

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout_at, Instant};
 
 /// Largest read buffer for one inbound connection. The codec refuses any
@@ -149,6 +149,8 @@ pub(super) async fn read_connection(
     let mut buf: Vec<u8> = Vec::with_capacity(512);
     let mut chunk = [0u8; 4096];
     let mut sender: Option<NodeId> = None;
+    let mut generation = 0;
+    let mut newest: Option<watch::Receiver<u64>> = None;
     loop {
         // Decode every complete frame already buffered.
         loop {
@@ -188,6 +190,13 @@ pub(super) async fn read_connection(
                     }
                     sender = Some(node_id.clone());
                     ticket = None; // no longer pending
+                    if let Some(tx) = shared.newest.get(node_id) {
+                        tx.send_modify(|g| {
+                            *g += 1;
+                            generation = *g;
+                        });
+                        newest = Some(tx.subscribe());
+                    }
                 }
                 (None, _) => return reject(shared, "no_hello", "first frame is not HELLO"),
                 (Some(from), _) if *from != claimed => {
@@ -227,10 +236,21 @@ pub(super) async fn read_connection(
             Some(_) => (handshake_by, Close::HandshakeTimeout),
             None => (last_frame + t.liveness, Close::Idle),
         };
-        match timeout_at(until, stream.read(&mut chunk)).await {
-            Err(_) => return why,
-            Ok(Ok(0)) | Ok(Err(_)) => return Close::PeerClosed,
-            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+        let superseded = async {
+            match newest.as_mut() {
+                Some(rx) => {
+                    let _ = rx.wait_for(|g| *g != generation).await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            r = timeout_at(until, stream.read(&mut chunk)) => match r {
+                Err(_) => return why,
+                Ok(Ok(0)) | Ok(Err(_)) => return Close::PeerClosed,
+                Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+            },
+            _ = superseded => return Close::Superseded,
         }
     }
 }

@@ -27,7 +27,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 
 /// Most frames an outbound queue holds; heartbeats go first when it is full.
@@ -97,6 +97,8 @@ pub(crate) enum Close {
     PerSourceCap,
     /// Inbound: a bad frame (its own reason is in `messages_rejected`).
     Rejected { label: &'static str, detail: String },
+    /// Inbound: the same peer completed a `HELLO` on a newer connection.
+    Superseded,
     /// The other side closed or reset the connection.
     PeerClosed,
     /// We are shutting down.
@@ -113,6 +115,7 @@ impl Close {
             Close::PendingCap => "pending_cap",
             Close::PerSourceCap => "per_source_cap",
             Close::Rejected { .. } => "rejected",
+            Close::Superseded => "superseded",
             Close::PeerClosed => "peer_closed",
             Close::Shutdown => "shutdown",
         }
@@ -152,7 +155,34 @@ pub(crate) struct Shared {
     pub(crate) auth: Arc<Mutex<Authenticator>>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) heard: Heard,
+    /// Per peer, how many inbound connections completed `HELLO`: each peer
+    /// keeps one outbound connection, so only its newest is read (§3.3).
+    pub(crate) newest: HashMap<NodeId, watch::Sender<u64>>,
     pub(crate) timings: LinkTimings,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        me: NodeId,
+        known: Vec<NodeId>,
+        auth: Arc<Mutex<Authenticator>>,
+        metrics: Arc<Metrics>,
+        timings: LinkTimings,
+    ) -> Self {
+        let newest = known
+            .iter()
+            .map(|id| (id.clone(), watch::channel(0).0))
+            .collect();
+        Shared {
+            me,
+            known,
+            auth,
+            metrics,
+            heard: Heard::default(),
+            newest,
+            timings,
+        }
+    }
 }
 
 impl Shared {
@@ -230,14 +260,8 @@ pub fn start(
     timings: LinkTimings,
     inbound: mpsc::Sender<Inbound>,
 ) -> Transport {
-    let shared = Arc::new(Shared {
-        me,
-        known: peers.iter().map(|(id, _)| id.clone()).collect(),
-        auth,
-        metrics: Arc::clone(&metrics),
-        heard: Heard::default(),
-        timings,
-    });
+    let known = peers.iter().map(|(id, _)| id.clone()).collect();
+    let shared = Arc::new(Shared::new(me, known, auth, Arc::clone(&metrics), timings));
     let mut outboxes = Vec::new();
     for (id, addr) in peers {
         let outbox = Arc::new(Outbox::default());

@@ -26,14 +26,13 @@ fn shared(timings: LinkTimings) -> Arc<Shared> {
 
 fn shared_as(me: &str, known: &[&str], auth: &AuthConfig, timings: LinkTimings) -> Arc<Shared> {
     let auth = Authenticator::new(auth, me, unix_ms_now()).unwrap();
-    Arc::new(Shared {
-        me: me.into(),
-        known: known.iter().map(|k| k.to_string()).collect(),
-        auth: Arc::new(Mutex::new(auth)),
-        metrics: Arc::new(Metrics::new()),
-        heard: Heard::default(),
+    Arc::new(Shared::new(
+        me.into(),
+        known.iter().map(|k| k.to_string()).collect(),
+        Arc::new(Mutex::new(auth)),
+        Arc::new(Metrics::new()),
         timings,
-    })
+    ))
 }
 
 /// Starts an acceptor for `shared` on an ephemeral loopback port.
@@ -345,5 +344,25 @@ async fn a_peer_that_refuses_every_connection_is_redialled_with_growing_backoff_
     assert!(
         (3..=12).contains(&accepted),
         "{accepted} connections in 1.5 s"
+    );
+}
+
+/// §3.3: a peer keeps one outbound connection, so when it completes a
+/// `HELLO` on a new one the old inbound connection is closed: stale frames
+/// are not read after fresh ones, and HELLOs cannot pile up connections.
+#[tokio::test]
+async fn a_newer_connection_from_the_same_peer_supersedes_the_older_one_3_3() {
+    let (shared, mut old, _rx) = connected(quick()).await;
+    old.write_all(&hello("n2")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (addr, _rx2) = listen(&shared).await;
+    let mut new = TcpStream::connect(addr).await.unwrap();
+    new.write_all(&hello("n2")).await.unwrap();
+    closed_between(&mut old, 0, 150).await;
+    assert_eq!(closed(&shared, "superseded"), 1);
+    new.write_all(&hello("n2")).await.unwrap();
+    assert_eq!(
+        time_to_close(&mut new, Duration::from_millis(100)).await,
+        None
     );
 }
