@@ -9,12 +9,12 @@
 //!
 //! Liveness (§3.2): heartbeats flow every `hb_interval` in both directions,
 //! so a connection on which nothing arrives for [`LinkTimings::liveness`] is
-//! dead, whatever TCP believes. The [`listener`] closes such inbound
-//! connections; the [`dialer`] closes and redials its outbound connection when
+//! dead, whatever TCP believes. The `listener` closes such inbound
+//! connections; the `dialer` closes and redials its outbound connection when
 //! the peer has been silent on *its* connection to us for as long, or when a
 //! write makes no progress. Without this a connection that outlived a
-//! partition stayed up until TCP's retransmission backoff gave up, and
-//! peers heard each other again only 13–47 s after the heal.
+//! partition stayed up until TCP's backed-off retransmission timer next fired,
+//! and peers heard each other again only 13–47 s after the heal.
 
 mod dialer;
 mod listener;
