@@ -90,6 +90,10 @@ fn main() -> ExitCode {
         },
         Command::CheckConfig { file } => match config::load(&file) {
             Ok(loaded) => {
+                if let Err(e) = elector::persist::probe_data_dir(&loaded.config.data_dir) {
+                    eprintln!("{}: {e}", file.display());
+                    return ExitCode::FAILURE;
+                }
                 for w in &loaded.warnings {
                     eprintln!("warning: {w}");
                 }

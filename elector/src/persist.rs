@@ -29,6 +29,47 @@ pub enum PersistError {
     },
 }
 
+/// Why `data_dir` cannot hold the election state. Found at start-up
+/// (`check-config`, `elector run`) rather than at the first vote, when a
+/// failed persist would silence the node in the middle of an election.
+#[derive(Debug, Error)]
+#[error("data_dir {}: cannot {action} {}: {source}", dir.display(), path.display())]
+pub struct DataDirError {
+    pub dir: PathBuf,
+    /// What failed: `create`, `write`, `fsync`, `remove`.
+    pub action: &'static str,
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+/// Checks that `dir` exists or can be created and takes a durable write:
+/// creates it if missing, writes, fsyncs and removes a probe file (named
+/// `.probe-…`, which [`StateFile::load`] ignores if a crash leaves it).
+pub fn probe_data_dir(dir: &Path) -> Result<(), DataDirError> {
+    let fail = |action, path: &Path| {
+        let (dir, path) = (dir.to_path_buf(), path.to_path_buf());
+        move |source| DataDirError {
+            dir,
+            action,
+            path,
+            source,
+        }
+    };
+    fs::create_dir_all(dir).map_err(fail("create", dir))?;
+    let probe = dir.join(format!(".probe-elector-{}", std::process::id()));
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .map_err(fail("write", &probe))?;
+    f.write_all(b"probe").map_err(fail("write", &probe))?;
+    f.sync_all().map_err(fail("fsync", &probe))?;
+    drop(f);
+    fs::remove_file(&probe).map_err(fail("remove", &probe))?;
+    Ok(())
+}
+
 /// The state file of one elector.
 #[derive(Debug, Clone)]
 pub struct StateFile {
@@ -221,6 +262,22 @@ mod tests {
             other => panic!("expected Lost, got {other:?}"),
         }
         assert_eq!(file.load(true).unwrap(), PersistedState::default());
+    }
+
+    #[test]
+    fn the_data_dir_probe_creates_a_missing_directory_and_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a/b");
+        probe_data_dir(&nested).unwrap();
+        assert_eq!(std::fs::read_dir(&nested).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_data_dir_probe_names_the_path_and_the_os_error() {
+        let e = probe_data_dir(Path::new("/proc/nope")).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("/proc/nope"), "{text}");
+        assert!(text.contains("os error"), "{text}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::ops::listen::bind_tcp;
 use crate::ops::metrics::Metrics;
 use crate::ops::request_auth::RequestVerifier;
 use crate::ops::sentinel;
-use crate::persist::{PersistError, StateFile};
+use crate::persist::{probe_data_dir, DataDirError, PersistError, StateFile};
 use crate::protocol::Role;
 use crate::status_view::{self, StatusBook};
 use crate::transport::{self, Inbound, Transport};
@@ -28,6 +28,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub enum RuntimeError {
     #[error(transparent)]
     Persist(#[from] PersistError),
+    #[error(transparent)]
+    DataDir(#[from] DataDirError),
     #[error("auth: {0}")]
     Auth(#[from] AuthConfigError),
     #[error("cannot listen on {what} {spec}: {source}")]
@@ -62,6 +64,9 @@ pub async fn run(
         boot: Instant::now(),
         base: unix_ms_now(),
     };
+    // A data_dir that cannot take a durable write would silence this node
+    // at its first vote (§5.2); refuse to start instead.
+    probe_data_dir(&config.data_dir)?;
     let state_file = StateFile::new(&config.data_dir);
     let recovered = state_file.load(reset_state)?;
     if !state_file.path().exists() {
@@ -144,6 +149,10 @@ pub async fn run(
         peers,
         Arc::clone(&auth),
         Arc::clone(&metrics),
+        transport::LinkTimings::from_timings(
+            config.timings.hb_interval_ms,
+            config.timings.down_after_ms,
+        ),
         inbound_tx,
     );
 

@@ -32,6 +32,20 @@ pub const KNOWN_REJECT_REASONS: &[&str] = &[
     "config_mismatch",
 ];
 
+/// Why election connections were closed (docs/protocol.md §3.2), always
+/// present (as 0) under `elector_connections_closed_total{reason}`.
+pub const KNOWN_CLOSE_REASONS: &[&str] = &[
+    "idle",
+    "peer_silent",
+    "write_stalled",
+    "handshake_timeout",
+    "pending_cap",
+    "per_source_cap",
+    "rejected",
+    "superseded",
+    "peer_closed",
+];
+
 /// Hook outcomes counted under `elector_hooks_run_total{event,outcome}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookOutcome {
@@ -72,6 +86,7 @@ pub struct Metrics {
     messages_out: Labelled,
     messages_rejected: Labelled,
     transitions: Labelled,
+    connections_closed: Labelled,
     /// Keyed by (event, outcome).
     hooks_run: Mutex<BTreeMap<(String, String), u64>>,
 }
@@ -90,6 +105,14 @@ fn bump(map: &Labelled, key: &str) {
 
 fn read(map: &Labelled) -> BTreeMap<String, u64> {
     map.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// `map`'s counts with every `known` label present, at 0 if never counted,
+/// so alerts can be written against series that exist from the start.
+fn with_known(known: &[&str], map: &Labelled) -> BTreeMap<String, u64> {
+    let mut out: BTreeMap<String, u64> = known.iter().map(|r| (r.to_string(), 0)).collect();
+    out.extend(read(map));
+    out
 }
 
 impl Metrics {
@@ -136,6 +159,17 @@ impl Metrics {
         bump(&self.messages_rejected, reason);
     }
 
+    /// An election connection was closed for `reason` (see
+    /// [`KNOWN_CLOSE_REASONS`]).
+    pub fn connection_closed(&self, reason: &str) {
+        bump(&self.connections_closed, reason);
+    }
+
+    /// Closed connections by reason, known reasons included at 0.
+    pub fn closed_counts(&self) -> BTreeMap<String, u64> {
+        with_known(KNOWN_CLOSE_REASONS, &self.connections_closed)
+    }
+
     /// A role transition happened for `reason` (see `status::TRANSITION_REASONS`).
     pub fn transition(&self, reason: &str) {
         bump(&self.transitions, reason);
@@ -151,12 +185,7 @@ impl Metrics {
     /// this into `StatusSnapshot::rejected`; the API also merges it in, so the
     /// two views agree even if the runtime forgets.
     pub fn rejected_counts(&self) -> BTreeMap<String, u64> {
-        let mut out: BTreeMap<String, u64> = KNOWN_REJECT_REASONS
-            .iter()
-            .map(|r| (r.to_string(), 0))
-            .collect();
-        out.extend(read(&self.messages_rejected));
-        out
+        with_known(KNOWN_REJECT_REASONS, &self.messages_rejected)
     }
 
     /// Count of hook runs for (event, outcome); for tests and the CLI.
@@ -370,11 +399,15 @@ impl Metrics {
             "reason",
             &self.rejected_counts(),
         );
-        let mut transitions: BTreeMap<String, u64> = super::status::TRANSITION_REASONS
-            .iter()
-            .map(|r| (r.to_string(), 0))
-            .collect();
-        transitions.extend(read(&self.transitions));
+        labelled_counter(
+            &mut out,
+            "elector_connections_closed_total",
+            "Election connections closed, by reason (protocol 3.2).",
+            &node,
+            "reason",
+            &self.closed_counts(),
+        );
+        let transitions = with_known(super::status::TRANSITION_REASONS, &self.transitions);
         labelled_counter(
             &mut out,
             "elector_transitions_total",
@@ -615,7 +648,12 @@ mod tests {
         m.message_out("OFFER");
         m.transition("won_election");
         m.hook_run("fence", HookOutcome::Failed);
+        m.connection_closed("handshake_timeout");
         let text = m.render(&snapshot());
+        assert!(text.contains(
+            "elector_connections_closed_total{node=\"n1\",reason=\"handshake_timeout\"} 1\n"
+        ));
+        assert!(text.contains("elector_connections_closed_total{node=\"n1\",reason=\"idle\"} 0\n"));
         assert!(text.contains("elector_messages_rejected_total{node=\"n1\",reason=\"replay\"} 2\n"));
         assert!(
             text.contains("elector_messages_rejected_total{node=\"n1\",reason=\"bad_tag\"} 0\n")

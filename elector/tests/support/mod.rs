@@ -43,6 +43,8 @@ pub struct Cluster {
     pub backend: Backend,
     pub nodes: Vec<NodeProcs>,
     pub down_after_ms: u64,
+    /// `ulimit -n` for the electors, when a test sets one.
+    pub elector_nofile: Option<u32>,
     _tmp: tempfile::TempDir,
 }
 
@@ -157,6 +159,16 @@ impl Cluster {
 
     /// Like [`Cluster::start`] with a YAML `timings` map and its down_after.
     pub fn start_with(backend: Backend, n: usize, timings: (&str, u64)) -> Cluster {
+        Cluster::start_limited(backend, n, timings, None)
+    }
+
+    /// Like [`Cluster::start_with`], each elector under `ulimit -n nofile`.
+    pub fn start_limited(
+        backend: Backend,
+        n: usize,
+        timings: (&str, u64),
+        nofile: Option<u32>,
+    ) -> Cluster {
         require(match backend {
             Backend::Kevy => "kevy",
             Backend::Redis => "redis-server",
@@ -205,6 +217,7 @@ impl Cluster {
             backend,
             nodes,
             down_after_ms: timings.1,
+            elector_nofile: nofile,
             _tmp: tmp,
         };
         for i in 0..n {
@@ -253,7 +266,18 @@ impl Cluster {
         self.start_data(i);
         let node = &mut self.nodes[i];
         let log = std::fs::File::create(node.dir.join(format!("elector-{}.log", node.id))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_elector"))
+        let mut cmd = match self.elector_nofile {
+            // `exec` keeps the pid, so signals reach the elector itself.
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_elector"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_elector")),
+        };
+        let child = cmd
             .arg("run")
             .arg("--config")
             .arg(node.dir.join("elector.yaml"))
@@ -325,6 +349,25 @@ impl Cluster {
             .spawn()
             .expect("start watchdog");
         node.watchdog = Some(child);
+    }
+
+    /// The `elector_connections_closed_total` counter of node `i` for `reason`.
+    pub fn connections_closed(&self, i: usize, reason: &str) -> u64 {
+        let url = format!("http://127.0.0.1:{}/metrics", self.nodes[i].api_port);
+        let text = ureq::get(&url)
+            .timeout(Duration::from_millis(1000))
+            .call()
+            .expect("GET /metrics")
+            .into_string()
+            .unwrap();
+        let needle = format!("reason=\"{reason}\"}} ");
+        text.lines()
+            .filter(|l| l.starts_with("elector_connections_closed_total{"))
+            .find_map(|l| {
+                l.split_once(&needle)
+                    .map(|(_, v)| v.trim().parse().unwrap())
+            })
+            .unwrap_or(0)
     }
 
     pub fn status(&self, i: usize) -> Option<Value> {

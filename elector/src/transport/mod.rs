@@ -1,0 +1,299 @@
+//! Election transport (docs/protocol.md §3): one TCP connection per ordered
+//! pair of nodes — we dial every peer and send on that connection; peers dial
+//! us and we only read from theirs. Every connection starts with `HELLO`,
+//! which names the sender; every later message must name the same sender.
+//!
+//! Bad input never reaches the core: a frame that does not decode, fails
+//! authentication or names another sender is counted and logged, and only
+//! that connection is dropped.
+//!
+//! Liveness (§3.2): heartbeats flow every `hb_interval` in both directions,
+//! so a connection on which nothing arrives for [`LinkTimings::liveness`] is
+//! dead, whatever TCP believes. The `listener` closes such inbound
+//! connections; the `dialer` closes and redials its outbound connection when
+//! the peer has been silent on *its* connection to us for as long, or when a
+//! write makes no progress. Without this a connection that outlived a
+//! partition stayed up until TCP's backed-off retransmission timer next fired,
+//! and peers heard each other again only 13–47 s after the heal.
+
+mod dialer;
+mod listener;
+
+use crate::codec;
+use crate::fingerprint::Fingerprint;
+use crate::ops::auth::Authenticator;
+use crate::ops::metrics::Metrics;
+use crate::protocol::{Message, NodeId};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
+
+/// Most frames an outbound queue holds; heartbeats go first when it is full.
+const OUTBOX_CAP: usize = 256;
+
+/// A message from an authenticated peer.
+#[derive(Debug)]
+pub struct Inbound {
+    pub from: NodeId,
+    pub msg: Message,
+}
+
+/// Deadlines and caps of the transport, derived from the election timings
+/// (docs/protocol.md §3.2 says why each value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkTimings {
+    /// Silence after which a connection is dead: `min(max(4·hb, 500 ms),
+    /// down_after)`.
+    pub liveness: Duration,
+    /// Time a new inbound connection has to deliver its `HELLO`:
+    /// `min(liveness, 2 s)`.
+    pub handshake: Duration,
+    /// Time one frame may take to enter the socket: `liveness`.
+    pub write_deadline: Duration,
+    /// Time one connect attempt may take: `min(max(2·hb, 100 ms), liveness)`.
+    pub connect_timeout: Duration,
+    /// Largest pause between failed connect attempts: `hb`.
+    pub redial_max: Duration,
+    /// Inbound connections that have not completed `HELLO` yet, in total.
+    pub pending_total: usize,
+    /// The same, per source IP address.
+    pub pending_per_source: usize,
+}
+
+impl LinkTimings {
+    pub fn from_timings(hb_interval_ms: u64, down_after_ms: u64) -> Self {
+        let hb = Duration::from_millis(hb_interval_ms.max(1));
+        let down_after = Duration::from_millis(down_after_ms.max(1));
+        let liveness = (4 * hb).max(Duration::from_millis(500)).min(down_after);
+        LinkTimings {
+            liveness,
+            handshake: liveness.min(Duration::from_secs(2)),
+            write_deadline: liveness,
+            connect_timeout: (2 * hb).max(Duration::from_millis(100)).min(liveness),
+            redial_max: hb,
+            pending_total: 64,
+            pending_per_source: 8,
+        }
+    }
+}
+
+/// Why a connection was closed: the label of
+/// `elector_connections_closed_total{reason}` and of the log line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Close {
+    /// Inbound: no complete frame for `liveness`.
+    Idle,
+    /// Outbound: the peer sent nothing on its own connection for `liveness`.
+    PeerSilent,
+    /// Outbound: a frame did not enter the socket within `write_deadline`.
+    WriteStalled,
+    /// Inbound: no `HELLO` within `handshake`.
+    HandshakeTimeout,
+    /// Inbound: too many connections without `HELLO` yet.
+    PendingCap,
+    /// Inbound: too many such connections from this source address.
+    PerSourceCap,
+    /// Inbound: a bad frame (its own reason is in `messages_rejected`).
+    Rejected { label: &'static str, detail: String },
+    /// Inbound: the same peer completed a `HELLO` on a newer connection.
+    Superseded,
+    /// The other side closed or reset the connection.
+    PeerClosed,
+    /// We are shutting down.
+    Shutdown,
+}
+
+impl Close {
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            Close::Idle => "idle",
+            Close::PeerSilent => "peer_silent",
+            Close::WriteStalled => "write_stalled",
+            Close::HandshakeTimeout => "handshake_timeout",
+            Close::PendingCap => "pending_cap",
+            Close::PerSourceCap => "per_source_cap",
+            Close::Rejected { .. } => "rejected",
+            Close::Superseded => "superseded",
+            Close::PeerClosed => "peer_closed",
+            Close::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// When each peer last sent us a valid frame on its own connection. The
+/// listener writes it, the dialer of the same peer reads it: a peer that we
+/// do not hear gets a fresh outbound connection (§3.2).
+#[derive(Default)]
+pub(crate) struct Heard(Mutex<HashMap<NodeId, Instant>>);
+
+impl Heard {
+    pub(crate) fn mark(&self, peer: &str) {
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match m.get_mut(peer) {
+            Some(t) => *t = Instant::now(),
+            None => {
+                m.insert(peer.to_string(), Instant::now());
+            }
+        }
+    }
+
+    pub(crate) fn last(&self, peer: &str) -> Option<Instant> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(peer)
+            .copied()
+    }
+}
+
+/// What the dialers and the listener share.
+pub(crate) struct Shared {
+    pub(crate) me: NodeId,
+    /// Members and lease timings this node runs with; HELLO carries it and a
+    /// peer with another one is refused (§3.7).
+    pub(crate) fingerprint: Fingerprint,
+    pub(crate) known: Vec<NodeId>,
+    pub(crate) auth: Arc<Mutex<Authenticator>>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) heard: Heard,
+    /// Per peer, how many inbound connections completed `HELLO`: each peer
+    /// keeps one outbound connection, so only its newest is read (§3.3).
+    pub(crate) newest: HashMap<NodeId, watch::Sender<u64>>,
+    pub(crate) timings: LinkTimings,
+}
+
+impl Shared {
+    pub(crate) fn new(
+        me: NodeId,
+        fingerprint: Fingerprint,
+        known: Vec<NodeId>,
+        auth: Arc<Mutex<Authenticator>>,
+        metrics: Arc<Metrics>,
+        timings: LinkTimings,
+    ) -> Self {
+        let newest = known
+            .iter()
+            .map(|id| (id.clone(), watch::channel(0).0))
+            .collect();
+        Shared {
+            me,
+            fingerprint,
+            known,
+            auth,
+            metrics,
+            heard: Heard::default(),
+            newest,
+            timings,
+        }
+    }
+}
+
+impl Shared {
+    /// Counts and logs a closed connection.
+    pub(crate) fn closed(&self, peer: &str, direction: &str, why: &Close) {
+        self.metrics.connection_closed(why.label());
+        let reason = why.label();
+        match why {
+            Close::Rejected { detail, .. } => {
+                tracing::warn!(%peer, direction, reason, %detail, "connection closed")
+            }
+            // A flood must not flood the log.
+            Close::PendingCap | Close::PerSourceCap | Close::HandshakeTimeout => {
+                tracing::debug!(%peer, direction, reason, "connection closed")
+            }
+            _ => tracing::info!(%peer, direction, reason, "connection closed"),
+        }
+    }
+}
+
+/// One peer's outbound queue. Only the newest heartbeat matters, so a new
+/// one replaces any queued one; election messages (OFFER, ACCEPT, REJECT,
+/// ANNOUNCE, HANDOVER) are never dropped in favour of heartbeats.
+#[derive(Default)]
+pub(crate) struct Outbox {
+    queue: Mutex<VecDeque<Message>>,
+    ready: Notify,
+}
+
+impl Outbox {
+    fn push(&self, msg: Message, metrics: &Metrics) {
+        let mut q = self.queue.lock().expect("outbox lock");
+        if !msg.is_election_critical() {
+            q.retain(|m| m.is_election_critical());
+        }
+        q.push_back(msg);
+        while q.len() > OUTBOX_CAP {
+            // Only election messages are left to drop (a peer that has been
+            // unreachable for a long time): the oldest is the stalest.
+            q.pop_front();
+            metrics.message_rejected("outbox_overflow");
+        }
+        drop(q);
+        self.ready.notify_one();
+    }
+
+    fn pop(&self) -> Option<Message> {
+        self.queue.lock().expect("outbox lock").pop_front()
+    }
+}
+
+/// Handle the runtime uses to send.
+#[derive(Clone)]
+pub struct Transport {
+    outboxes: Arc<Vec<(NodeId, Arc<Outbox>)>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Transport {
+    /// Queues `msg` for `to`. Never blocks.
+    pub fn send(&self, to: &str, msg: Message) {
+        if let Some((_, outbox)) = self.outboxes.iter().find(|(id, _)| id == to) {
+            outbox.push(msg, &self.metrics);
+        }
+    }
+}
+
+/// Starts the dialers (one per peer) and the acceptor.
+pub fn start(
+    me: NodeId,
+    fingerprint: Fingerprint,
+    listener: TcpListener,
+    peers: Vec<(NodeId, String)>,
+    auth: Arc<Mutex<Authenticator>>,
+    metrics: Arc<Metrics>,
+    timings: LinkTimings,
+    inbound: mpsc::Sender<Inbound>,
+) -> Transport {
+    let known = peers.iter().map(|(id, _)| id.clone()).collect();
+    let shared = Arc::new(Shared::new(
+        me,
+        fingerprint,
+        known,
+        auth,
+        Arc::clone(&metrics),
+        timings,
+    ));
+    let mut outboxes = Vec::new();
+    for (id, addr) in peers {
+        let outbox = Arc::new(Outbox::default());
+        outboxes.push((id.clone(), Arc::clone(&outbox)));
+        tokio::spawn(dialer::dial_loop(Arc::clone(&shared), id, addr, outbox));
+    }
+    tokio::spawn(listener::accept_loop(listener, shared, inbound));
+    Transport {
+        outboxes: Arc::new(outboxes),
+        metrics,
+    }
+}
+
+/// Seals `msg` for `to` (a fresh authentication sequence number) and frames it.
+fn encode(msg: &Message, to: &str, auth: &Mutex<Authenticator>) -> Vec<u8> {
+    let fields = auth.lock().expect("auth lock").seal(to, msg.to_fields());
+    codec::encode_owned(&fields)
+}
+
+#[cfg(test)]
+mod tests;
