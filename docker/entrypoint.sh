@@ -26,6 +26,8 @@
 #                        data node's dead-man switch (docs/protocol.md §6.4.1)
 #   ELECTOR_USER         user the elector and watchdog run as (default elector; root
 #                        keeps them as root)
+#   ELECTOR_NOFILE       open-file limit of the elector and watchdog (default 1024, as
+#                        on a host with systemd's default LimitNOFILE)
 #   DATA_NODE_RESTART    0 (default): the container exits when the data node dies;
 #                        1: the entrypoint restarts the data node under the running
 #                        elector, as systemd's Restart= would (parts failing alone)
@@ -78,6 +80,7 @@ DATA_PORT_BASE=$(num DATA_PORT_BASE 6379)
 WATCHDOG=$(num WATCHDOG 1)
 DATA_NODE_RESTART=$(num DATA_NODE_RESTART 0)
 ELECTOR_USER="${ELECTOR_USER:-elector}"
+ELECTOR_NOFILE=$(num ELECTOR_NOFILE 1024)
 
 # This node's data port: its position in PEERS (or DATA_PORT when given).
 data_port_of() { # data_port_of ID
@@ -100,6 +103,7 @@ echo "$DATA_PORT" > "$CONF_DIR/data-port"
 # Runs the elector binary as ELECTOR_USER. Called with `&`: the exec replaces
 # the background subshell, so the recorded PID is the binary's own.
 as_elector_user() {
+  ulimit -n "$ELECTOR_NOFILE"
   if [ "$ELECTOR_USER" = root ]; then
     exec "$@"
   fi

@@ -19,6 +19,17 @@ pub struct StatusJson {
     pub primary: Option<String>,
     #[serde(default)]
     pub fenced: bool,
+    #[serde(default)]
+    pub peers: Vec<PeerJson>,
+}
+
+/// One entry of `/status` `peers`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct PeerJson {
+    pub id: String,
+    /// Milliseconds since the last valid message from that peer.
+    #[serde(default)]
+    pub last_seen_ms: Option<u64>,
 }
 
 impl StatusJson {

@@ -15,7 +15,7 @@ use crate::error::{Error, Result};
 use crate::history::{FaultEvent, History, Ms, Outcome, PartitionRecord, Sample};
 use crate::metrics;
 use crate::nemesis::{self, Block};
-use crate::probe::DataConn;
+use crate::probe::{self, DataConn};
 use crate::report::{RunResult, StepLog};
 use crate::scenario::{Scenario, Step};
 use crate::workload::{self, NodeAddrs, Recorder};
@@ -78,6 +78,49 @@ impl<'a> Run<'a> {
             }
         });
         futures::future::join_all(futs).await
+    }
+
+    /// What keeps the cluster from being whole, or `None` when it is: every
+    /// elector heard every peer within 3 heartbeats, all name one primary,
+    /// and every other data node is a replica with its link up.
+    async fn mesh_gap(&self) -> Option<String> {
+        let fresh_ms = 3 * self.scn.timings.hb_interval_ms.max(100);
+        let t = Duration::from_millis(400);
+        let mut primaries = BTreeSet::new();
+        for n in &self.cluster.nodes {
+            let Some(st) = probe::get_status(&n.api_addr(), t).await else {
+                return Some(format!("{}: no /status", n.id));
+            };
+            for p in &st.peers {
+                if p.last_seen_ms.is_none_or(|ms| ms > fresh_ms) {
+                    return Some(format!(
+                        "{} last heard {} {:?} ms ago",
+                        n.id, p.id, p.last_seen_ms
+                    ));
+                }
+            }
+            primaries.insert(st.primary.clone());
+        }
+        if primaries.len() != 1 || primaries.iter().next().is_some_and(|p| p.is_none()) {
+            return Some(format!("electors name primaries {primaries:?}"));
+        }
+        let primary = primaries.into_iter().next().flatten()?;
+        for sample in self.poll_all().await {
+            if sample.node == primary {
+                continue;
+            }
+            let linked = sample
+                .data
+                .as_ref()
+                .is_some_and(|d| d.role == "slave" && d.link_up == Some(true));
+            if !linked {
+                return Some(format!(
+                    "{}: data node not linked to {primary}",
+                    sample.node
+                ));
+            }
+        }
+        None
     }
 
     async fn primary_now(&self) -> Option<String> {
@@ -641,6 +684,27 @@ impl<'a> Run<'a> {
                 self.recovered(&all, &["netem"]);
                 self.netem_on = false;
                 Ok(String::new())
+            }
+            Step::MeshRestoredWithin(bound) => {
+                let bound = bound.as_duration();
+                let start = tokio::time::Instant::now();
+                let mut last = String::new();
+                while start.elapsed() <= bound {
+                    match self.mesh_gap().await {
+                        None => {
+                            return Ok(format!(
+                                "mesh whole {} ms after the step began",
+                                start.elapsed().as_millis()
+                            ))
+                        }
+                        Some(gap) => last = gap,
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(step_err(
+                    &label,
+                    format!("not whole within {} ms: {last}", bound.as_millis()),
+                ))
             }
             Step::Netem(n) => {
                 let targets = self.resolve(&n.targets.tokens(), &none).await?;

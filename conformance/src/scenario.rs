@@ -219,6 +219,10 @@ pub enum Step {
     OneWay(OneWaySpec),
     /// Remove every partition and netem rule.
     Heal,
+    /// Fails unless, within the bound, every elector hears every peer
+    /// (a message within 3 heartbeats), all agree on one primary, and every
+    /// other data node is linked to it (issue 9: whole again after a heal).
+    MeshRestoredWithin(Dur),
     Netem(NetemSpec),
     ClearNetem,
 }
@@ -262,6 +266,7 @@ impl Step {
                 o.to.tokens().join(",")
             ),
             Step::Heal => "heal".into(),
+            Step::MeshRestoredWithin(d) => format!("mesh_restored_within {d}"),
             Step::Netem(n) => format!(
                 "netem {} delay {}ms jitter {}ms loss {}%",
                 n.targets.tokens().join(","),
