@@ -36,6 +36,9 @@ sd_image=elector-ansible-systemd:bookworm
 net=${NET_NAME:-elector-ansible-test}
 prefix=${NET_PREFIX:-10.78.0}
 cname() { echo "elector-ans-n$1"; }
+# Data node client port of node i: 6379 + its 0-based position (kevy 7 tells
+# replicas apart by client port only; the role does the same).
+dport() { echo $((6378 + $1)); }
 
 say() { echo "docker-deploy: $*"; }
 die() { echo "docker-deploy: FAIL: $*" >&2; exit 1; }
@@ -183,7 +186,7 @@ if [ "$mode" = systemd ]; then
   if [ "$backend" = kevy ]; then dn_change="kevy_aof=false"; else dn_change="redis_appendonly=false"; fi
   play -e "$dn_change" -e elector_hb_interval_ms=250 > "$tmp/deploy3.log" 2>&1 \
     || { tail -40 "$tmp/deploy3.log" >&2; die "third deploy (changed config) failed"; }
-  grep -A1 'RUNNING HANDLER \[datanode : Restart data node\]' "$tmp/deploy3.log" | grep -q '^changed:' \
+  grep -A1 'RUNNING HANDLER \[datanode : Restart the data node\]' "$tmp/deploy3.log" | grep -q '^changed:' \
     || die "changing the data node config did not restart it ($tmp/deploy3.log)"
   if [ $stub = 0 ]; then
     grep -A1 'RUNNING HANDLER \[elector : Restart elector\]' "$tmp/deploy3.log" | grep -q '^changed:' \
@@ -213,13 +216,13 @@ fi
 for i in $(seq 1 "$nodes"); do
   c=$(cname "$i"); ok=0
   for _ in $(seq 1 50); do
-    if docker exec "$c" redis-cli -p 6379 PING 2>/dev/null | grep -q PONG; then ok=1; break; fi
+    if docker exec "$c" redis-cli -p "$(dport "$i")" PING 2>/dev/null | grep -q PONG; then ok=1; break; fi
     sleep 0.2
   done
   [ $ok = 1 ] || die "$c: data node did not answer PING"
   if [ $check_readonly = 1 ]; then
-    role=$(docker exec "$c" redis-cli -p 6379 INFO replication | tr -d '\r' | grep '^role:' || true)
-    set_reply=$(docker exec "$c" redis-cli -p 6379 SET ansible-probe 1 2>&1 | tr -d '\r')
+    role=$(docker exec "$c" redis-cli -p "$(dport "$i")" INFO replication | tr -d '\r' | grep '^role:' || true)
+    set_reply=$(docker exec "$c" redis-cli -p "$(dport "$i")" SET ansible-probe 1 2>&1 | tr -d '\r')
     [ "$role" = role:slave ] || die "$c: data node started as '$role', expected role:slave"
     case "$set_reply" in OK) die "$c: data node accepted a write with no elector running" ;; esac
     say "$c: data node up, $role, SET refused: $set_reply"
@@ -255,7 +258,7 @@ primary=$(grep -oE '"msg": "one primary: [^"]+' "$tmp/verify.log" | sed 's/.*one
 [ -n "$primary" ] || die "no primary in the verify output"
 for i in $(seq 1 "$nodes"); do
   c=$(cname "$i")
-  r=$(docker exec "$c" redis-cli -p 6379 SET ansible-probe "$i" 2>&1 | tr -d '\r')
+  r=$(docker exec "$c" redis-cli -p "$(dport "$i")" SET ansible-probe "$i" 2>&1 | tr -d '\r')
   if [ "n$i" = "$primary" ]; then
     [ "$r" = OK ] || die "$c is the elected primary but SET answered: $r"
     say "$c (primary): SET -> OK"
@@ -277,7 +280,7 @@ if [ "$mode" = systemd ]; then
   back=0
   for _ in $(seq 1 100); do
     if [ "$(docker exec "$c" systemctl is-active elector)" = active ] \
-      && docker exec "$c" redis-cli -p 6379 PING 2>/dev/null | grep -q PONG; then back=1; break; fi
+      && docker exec "$c" redis-cli -p "$(dport 1)" PING 2>/dev/null | grep -q PONG; then back=1; break; fi
     sleep 0.2
   done
   [ $back = 1 ] || die "$c: elector and data node did not come back after the elector was killed"
