@@ -286,4 +286,45 @@ if [ "$mode" = systemd ]; then
   [ $back = 1 ] || die "$c: elector and data node did not come back after the elector was killed"
   say "$c: killing the elector stopped its data node; Restart= brought both back"
 fi
+
+# 6. (REHEARSE=1, systemd, 3+ nodes) the failover drill, crash then graceful,
+# and a rolling upgrade to a changed elector (and kevy) binary with the
+# background writer; each stage timed.
+if [ "${REHEARSE:-0}" = 1 ]; then
+  [ "$mode" = systemd ] || die "REHEARSE=1 needs the systemd mode"
+  if [ "$nodes" -lt 3 ]; then
+    say "REHEARSE: skipped the drill and the upgrade: $nodes nodes never fail over on their own"
+  else
+    stage() { # NAME LOG CMD...
+      local name=$1 log=$2 t0; shift 2; t0=$(date +%s)
+      if "$@" > "$log" 2>&1; then
+        say "$name: ok ($(( $(date +%s) - t0 )) s)"
+        awk '/TASK \[Report\]/{r=1} r && /"(drill|old|new|primary|writes|cluster|upgrade|components|writer)/' "$log" \
+          | sed 's/^ *"/   /; s/",\?$//'
+      else
+        tail -60 "$log" >&2
+        for i in $(seq 1 "$nodes"); do echo "--- $(cname "$i")" >&2; elector_log "$(cname "$i")" >&2 || true; done
+        die "$name failed after $(( $(date +%s) - t0 )) s ($log)"
+      fi
+    }
+    pb() { local book=$1; shift; ansible-playbook -i "$tmp/inventory/hosts.yml" "$ansible_dir/$book" -e @"$tmp/vars.yml" "$@"; }
+    # the elector killed above may still be coming back: wait for a healthy cluster first
+    stage "drill (crash)" "$tmp/drill-crash.log" pb failover-drill.yml -e drill_mode=crash -e drill_wait_healthy_s=60
+    stage "drill (graceful)" "$tmp/drill-graceful.log" pb failover-drill.yml -e drill_mode=graceful
+    cp "$elector_bin" "$tmp/elector.new"; printf '\n# upgrade rehearsal %s\n' "$(date +%s)" >> "$tmp/elector.new"
+    up_args=(-e upgrade_elector_binary_src="$tmp/elector.new")
+    if [ "$backend" = kevy ]; then
+      cp "$kevy_bin" "$tmp/kevy.new"; printf '\n# upgrade rehearsal %s\n' "$(date +%s)" >> "$tmp/kevy.new"
+      up_args+=(-e upgrade_kevy_binary_src="$tmp/kevy.new")
+    else
+      up_args+=(-e upgrade_restart_datanode=true)
+    fi
+    stage "upgrade" "$tmp/upgrade.log" pb upgrade.yml "${up_args[@]}"
+    for i in $(seq 1 "$nodes"); do
+      docker exec "$(cname "$i")" cmp -s /usr/local/bin/elector - < "$tmp/elector.new" \
+        || die "$(cname "$i"): /usr/local/bin/elector is not the new binary after the upgrade"
+    done
+    say "upgrade: every node runs the new elector binary"
+  fi
+fi
 say "PASS ($nodes nodes, $backend, $mode)"
