@@ -14,9 +14,9 @@ default:
 images:
     @scripts/build-images.sh
 
-# start an N-node lab (N = 2, 3 or 5; backend = kevy or redis), wait for a primary, print the table
+# install missing deps, start an N-node lab (N = 2, 3 or 5; backend = kevy or redis), wait for a primary, print the table
 lab-up N="3" backend="kevy":
-    @scripts/lab.sh up {{N}} {{backend}}
+    @scripts/lab-up.sh {{N}} {{backend}}
 
 # remove the lab's containers, network and volumes (whatever N it was started with)
 lab-down:
