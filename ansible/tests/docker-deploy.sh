@@ -321,7 +321,7 @@ if [ "${REHEARSE:-0}" = 1 ]; then
     fi
     stage "upgrade" "$tmp/upgrade.log" pb upgrade.yml "${up_args[@]}"
     for i in $(seq 1 "$nodes"); do
-      docker exec "$(cname "$i")" cmp -s /usr/local/bin/elector - < "$tmp/elector.new" \
+      docker exec -i "$(cname "$i")" cmp -s /usr/local/bin/elector - < "$tmp/elector.new" \
         || die "$(cname "$i"): /usr/local/bin/elector is not the new binary after the upgrade"
     done
     say "upgrade: every node runs the new elector binary"
