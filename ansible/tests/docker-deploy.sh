@@ -40,7 +40,8 @@ cname() { echo "elector-ans-n$1"; }
 # replicas apart by client port only; the role does the same).
 dport() { echo $((6378 + $1)); }
 
-say() { echo "docker-deploy: $*"; }
+t_start=$(date +%s)
+say() { echo "docker-deploy: [$(( $(date +%s) - t_start )) s] $*"; }
 die() { echo "docker-deploy: FAIL: $*" >&2; exit 1; }
 
 [ -x "$venv/bin/ansible-playbook" ] || die "no ansible in $venv (python3 -m venv $venv && $venv/bin/pip install ansible)"
