@@ -14,9 +14,9 @@ default:
 images:
     @scripts/build-images.sh
 
-# start an N-node lab (N = 2, 3 or 5; backend = kevy or redis), wait for a primary, print the table
+# install missing deps, start an N-node lab (N = 2, 3 or 5; backend = kevy or redis), wait for a primary, print the table
 lab-up N="3" backend="kevy":
-    @scripts/lab.sh up {{N}} {{backend}}
+    @scripts/lab-up.sh {{N}} {{backend}}
 
 # remove the lab's containers, network and volumes (whatever N it was started with)
 lab-down:
@@ -94,3 +94,7 @@ compose-check:
     diff -ru "$tmp" compose/ || { echo "compose/ is stale: run just compose-gen" >&2; exit 1; }
     for n in 2 3 5; do docker-compose -p elector-lab -f compose/lab-$n.yml config -q; done
     echo "compose: ok"
+
+# Ansible rehearsal on N systemd containers: site.yml twice (2nd changes nothing), failover drill (crash, graceful), rolling upgrade
+ansible-test N="3" backend="kevy":
+    ansible/tests/rehearse.sh {{N}} {{backend}}

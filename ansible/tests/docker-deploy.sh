@@ -36,8 +36,12 @@ sd_image=elector-ansible-systemd:bookworm
 net=${NET_NAME:-elector-ansible-test}
 prefix=${NET_PREFIX:-10.78.0}
 cname() { echo "elector-ans-n$1"; }
+# Data node client port of node i: 6379 + its 0-based position (kevy 7 tells
+# replicas apart by client port only; the role does the same).
+dport() { echo $((6378 + $1)); }
 
-say() { echo "docker-deploy: $*"; }
+t_start=$(date +%s)
+say() { echo "docker-deploy: [$(( $(date +%s) - t_start )) s] $*"; }
 die() { echo "docker-deploy: FAIL: $*" >&2; exit 1; }
 
 [ -x "$venv/bin/ansible-playbook" ] || die "no ansible in $venv (python3 -m venv $venv && $venv/bin/pip install ansible)"
@@ -183,7 +187,7 @@ if [ "$mode" = systemd ]; then
   if [ "$backend" = kevy ]; then dn_change="kevy_aof=false"; else dn_change="redis_appendonly=false"; fi
   play -e "$dn_change" -e elector_hb_interval_ms=250 > "$tmp/deploy3.log" 2>&1 \
     || { tail -40 "$tmp/deploy3.log" >&2; die "third deploy (changed config) failed"; }
-  grep -A1 'RUNNING HANDLER \[datanode : Restart data node\]' "$tmp/deploy3.log" | grep -q '^changed:' \
+  grep -A1 'RUNNING HANDLER \[datanode : Restart the data node\]' "$tmp/deploy3.log" | grep -q '^changed:' \
     || die "changing the data node config did not restart it ($tmp/deploy3.log)"
   if [ $stub = 0 ]; then
     grep -A1 'RUNNING HANDLER \[elector : Restart elector\]' "$tmp/deploy3.log" | grep -q '^changed:' \
@@ -213,13 +217,13 @@ fi
 for i in $(seq 1 "$nodes"); do
   c=$(cname "$i"); ok=0
   for _ in $(seq 1 50); do
-    if docker exec "$c" redis-cli -p 6379 PING 2>/dev/null | grep -q PONG; then ok=1; break; fi
+    if docker exec "$c" redis-cli -p "$(dport "$i")" PING 2>/dev/null | grep -q PONG; then ok=1; break; fi
     sleep 0.2
   done
   [ $ok = 1 ] || die "$c: data node did not answer PING"
   if [ $check_readonly = 1 ]; then
-    role=$(docker exec "$c" redis-cli -p 6379 INFO replication | tr -d '\r' | grep '^role:' || true)
-    set_reply=$(docker exec "$c" redis-cli -p 6379 SET ansible-probe 1 2>&1 | tr -d '\r')
+    role=$(docker exec "$c" redis-cli -p "$(dport "$i")" INFO replication | tr -d '\r' | grep '^role:' || true)
+    set_reply=$(docker exec "$c" redis-cli -p "$(dport "$i")" SET ansible-probe 1 2>&1 | tr -d '\r')
     [ "$role" = role:slave ] || die "$c: data node started as '$role', expected role:slave"
     case "$set_reply" in OK) die "$c: data node accepted a write with no elector running" ;; esac
     say "$c: data node up, $role, SET refused: $set_reply"
@@ -255,7 +259,7 @@ primary=$(grep -oE '"msg": "one primary: [^"]+' "$tmp/verify.log" | sed 's/.*one
 [ -n "$primary" ] || die "no primary in the verify output"
 for i in $(seq 1 "$nodes"); do
   c=$(cname "$i")
-  r=$(docker exec "$c" redis-cli -p 6379 SET ansible-probe "$i" 2>&1 | tr -d '\r')
+  r=$(docker exec "$c" redis-cli -p "$(dport "$i")" SET ansible-probe "$i" 2>&1 | tr -d '\r')
   if [ "n$i" = "$primary" ]; then
     [ "$r" = OK ] || die "$c is the elected primary but SET answered: $r"
     say "$c (primary): SET -> OK"
@@ -277,10 +281,51 @@ if [ "$mode" = systemd ]; then
   back=0
   for _ in $(seq 1 100); do
     if [ "$(docker exec "$c" systemctl is-active elector)" = active ] \
-      && docker exec "$c" redis-cli -p 6379 PING 2>/dev/null | grep -q PONG; then back=1; break; fi
+      && docker exec "$c" redis-cli -p "$(dport 1)" PING 2>/dev/null | grep -q PONG; then back=1; break; fi
     sleep 0.2
   done
   [ $back = 1 ] || die "$c: elector and data node did not come back after the elector was killed"
   say "$c: killing the elector stopped its data node; Restart= brought both back"
+fi
+
+# 6. (REHEARSE=1, systemd, 3+ nodes) the failover drill, crash then graceful,
+# and a rolling upgrade to a changed elector (and kevy) binary with the
+# background writer; each stage timed.
+if [ "${REHEARSE:-0}" = 1 ]; then
+  [ "$mode" = systemd ] || die "REHEARSE=1 needs the systemd mode"
+  if [ "$nodes" -lt 3 ]; then
+    say "REHEARSE: skipped the drill and the upgrade: $nodes nodes never fail over on their own"
+  else
+    stage() { # NAME LOG CMD...
+      local name=$1 log=$2 t0; shift 2; t0=$(date +%s)
+      if "$@" > "$log" 2>&1; then
+        say "$name: ok ($(( $(date +%s) - t0 )) s)"
+        awk '/TASK \[Report\]/{r=1} r && /"(drill|old|new|primary|writes|cluster|upgrade|components|writer)/' "$log" \
+          | sed 's/^ *"/   /; s/",\?$//'
+      else
+        tail -60 "$log" >&2
+        for i in $(seq 1 "$nodes"); do echo "--- $(cname "$i")" >&2; elector_log "$(cname "$i")" >&2 || true; done
+        die "$name failed after $(( $(date +%s) - t0 )) s ($log)"
+      fi
+    }
+    pb() { local book=$1; shift; ansible-playbook -i "$tmp/inventory/hosts.yml" "$ansible_dir/$book" -e @"$tmp/vars.yml" "$@"; }
+    # the elector killed above may still be coming back: wait for a healthy cluster first
+    stage "drill (crash)" "$tmp/drill-crash.log" pb failover-drill.yml -e drill_mode=crash -e drill_wait_healthy_s=60
+    stage "drill (graceful)" "$tmp/drill-graceful.log" pb failover-drill.yml -e drill_mode=graceful
+    cp "$elector_bin" "$tmp/elector.new"; printf '\n# upgrade rehearsal %s\n' "$(date +%s)" >> "$tmp/elector.new"
+    up_args=(-e upgrade_elector_binary_src="$tmp/elector.new")
+    if [ "$backend" = kevy ]; then
+      cp "$kevy_bin" "$tmp/kevy.new"; printf '\n# upgrade rehearsal %s\n' "$(date +%s)" >> "$tmp/kevy.new"
+      up_args+=(-e upgrade_kevy_binary_src="$tmp/kevy.new")
+    else
+      up_args+=(-e upgrade_restart_datanode=true)
+    fi
+    stage "upgrade" "$tmp/upgrade.log" pb upgrade.yml "${up_args[@]}"
+    for i in $(seq 1 "$nodes"); do
+      docker exec -i "$(cname "$i")" cmp -s /usr/local/bin/elector - < "$tmp/elector.new" \
+        || die "$(cname "$i"): /usr/local/bin/elector is not the new binary after the upgrade"
+    done
+    say "upgrade: every node runs the new elector binary"
+  fi
 fi
 say "PASS ($nodes nodes, $backend, $mode)"
