@@ -2,8 +2,8 @@
 //! and validation with one precise message per problem.
 
 use crate::core::{CoreConfig, Faults, Member, Timings};
-use crate::ops::auth::AuthConfig;
-use crate::ops::hooks::HooksConfig;
+use crate::hooks::HooksConfig;
+use crate::net::auth::AuthConfig;
 use crate::protocol::valid_node_id;
 use serde::Deserialize;
 use std::collections::BTreeSet;

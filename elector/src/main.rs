@@ -4,8 +4,8 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use elector::cli;
 use elector::config;
-use elector::ops::cli;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -204,7 +204,7 @@ fn run(config_path: Option<PathBuf>, reset_state: bool) -> anyhow::Result<()> {
 }
 
 /// The shared key from a node's config file, to sign a switchover request.
-fn switchover_key(path: &std::path::Path) -> anyhow::Result<Option<elector::ops::auth::Secret>> {
+fn switchover_key(path: &std::path::Path) -> anyhow::Result<Option<elector::net::auth::Secret>> {
     let loaded = config::load(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(loaded.config.auth.load_key()?)
 }

@@ -339,7 +339,7 @@ impl Message {
                     None => None,
                     Some(v) => {
                         let fp = std::str::from_utf8(v).map_err(|_| MessageError::NotAscii)?;
-                        if fp.len() > crate::fingerprint::MAX_FINGERPRINT_LEN
+                        if fp.len() > crate::net::fingerprint::MAX_FINGERPRINT_LEN
                             || !fp.bytes().all(|b| b.is_ascii_graphic())
                         {
                             return Err(MessageError::NotAscii);

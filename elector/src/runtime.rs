@@ -3,21 +3,21 @@
 //! API, Sentinel listener and hooks run beside it and talk to it through
 //! channels, so none of them can block an election.
 
+use crate::api::listen::bind_tcp;
+use crate::api::metrics::Metrics;
+use crate::api::request_auth::RequestVerifier;
+use crate::api::sentinel;
+use crate::api::{self, ApiState, LoopBeat, SwitchoverError, SwitchoverRequest};
 use crate::config::{Config, DataNodeKind};
 use crate::core::{Action, Core, DataNodeTarget, Event, Notice, Reason};
 use crate::datanode::{self, DataNodeReport, KevyNode, RedisNode};
-use crate::fingerprint::Fingerprint;
-use crate::ops::api::{self, ApiState, LoopBeat, SwitchoverError, SwitchoverRequest};
-use crate::ops::auth::{unix_ms_now, AuthConfigError, Authenticator};
-use crate::ops::hooks::{HookEvent, HookKind, HookRunner};
-use crate::ops::listen::bind_tcp;
-use crate::ops::metrics::Metrics;
-use crate::ops::request_auth::RequestVerifier;
-use crate::ops::sentinel;
+use crate::hooks::{HookEvent, HookKind, HookRunner};
+use crate::net::auth::{unix_ms_now, AuthConfigError, Authenticator};
+use crate::net::fingerprint::Fingerprint;
+use crate::net::transport::{self, Inbound, Transport};
 use crate::persist::{probe_data_dir, DataDirError, PersistError, StateFile};
 use crate::protocol::Role;
 use crate::status_view::{self, StatusBook};
-use crate::transport::{self, Inbound, Transport};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -143,8 +143,10 @@ pub async fn run(
     );
     tracing::info!(%fingerprint, "configuration fingerprint (members and lease timings)");
     let transport = transport::start(
-        config.node_id.clone(),
-        fingerprint,
+        transport::LocalIdentity {
+            node_id: config.node_id.clone(),
+            fingerprint,
+        },
         election_listener,
         peers,
         Arc::clone(&auth),

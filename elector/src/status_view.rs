@@ -2,15 +2,15 @@
 //! the core's state plus the shell's records (transitions, switchover, the
 //! last data-node report). Every role or fence change keeps its reason.
 
-use crate::config::Config;
-use crate::core::{Core, Reason};
-use crate::datanode::DataNodeReport;
-use crate::ops::metrics::Metrics;
-use crate::ops::sentinel::{ClusterView, NodeAddr};
-use crate::ops::status::{
+use crate::api::metrics::Metrics;
+use crate::api::sentinel::{ClusterView, NodeAddr};
+use crate::api::status::{
     DataNodeStatus, LastVote, PeerStatus, StatusSnapshot, SwitchoverPhase, SwitchoverState,
     TransitionRecord,
 };
+use crate::config::Config;
+use crate::core::{Core, Reason};
+use crate::datanode::DataNodeReport;
 use crate::protocol::Role;
 use std::collections::VecDeque;
 

@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use elector::codec;
+use elector::api::metrics::Metrics;
 use elector::core::Timings;
-use elector::fingerprint::Fingerprint;
-use elector::ops::auth::{AuthConfig, Authenticator};
-use elector::ops::metrics::Metrics;
+use elector::net::auth::{AuthConfig, Authenticator};
+use elector::net::codec;
+use elector::net::fingerprint::Fingerprint;
+use elector::net::transport::{self, Inbound};
 use elector::protocol::{Heartbeat, Message, Role};
-use elector::transport::{self, Inbound};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -38,8 +38,10 @@ async fn start_n1() -> (String, Arc<Metrics>, mpsc::Receiver<Inbound>) {
         ("n3".to_string(), "127.0.0.1:9".to_string()),
     ];
     let _sender = transport::start(
-        "n1".into(),
-        Fingerprint::new(MEMBERS, &timings(3000)),
+        transport::LocalIdentity {
+            node_id: "n1".into(),
+            fingerprint: Fingerprint::new(MEMBERS, &timings(3000)),
+        },
         listener,
         peers,
         Arc::new(Mutex::new(auth)),

@@ -28,10 +28,10 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use super::auth::unix_ms_now;
 use super::metrics::Metrics;
 use super::request_auth::RequestVerifier;
 use super::status::StatusSnapshot;
+use crate::net::auth::unix_ms_now;
 
 /// Used when a switchover request names no `timeout_ms`.
 pub const DEFAULT_SWITCHOVER_TIMEOUT_MS: u64 = 10_000;
@@ -587,8 +587,8 @@ mod tests {
 
     #[tokio::test]
     async fn with_auth_on_a_switchover_must_be_signed_with_the_cluster_key() {
-        use super::super::auth::Secret;
         use super::super::request_auth::sign;
+        use crate::net::auth::Secret;
         let key = Secret::new("cluster-key");
         let mut h = start_with(Some(Arc::new(RequestVerifier::new(key.clone())))).await;
         let url = format!("http://{}/switchover", h.addr);

@@ -16,7 +16,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use thiserror::Error;
 
-use super::auth::Secret;
+use crate::net::auth::Secret;
 
 type HmacSha256 = Hmac<Sha256>;
 

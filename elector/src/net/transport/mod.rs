@@ -19,10 +19,10 @@
 mod dialer;
 mod listener;
 
-use crate::codec;
-use crate::fingerprint::Fingerprint;
-use crate::ops::auth::Authenticator;
-use crate::ops::metrics::Metrics;
+use crate::api::metrics::Metrics;
+use crate::net::auth::Authenticator;
+use crate::net::codec;
+use crate::net::fingerprint::Fingerprint;
 use crate::protocol::{Message, NodeId};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -256,10 +256,17 @@ impl Transport {
     }
 }
 
+/// Who this node is on the wire: the id its HELLO names and the
+/// configuration fingerprint it carries (§3.7).
+#[derive(Debug, Clone)]
+pub struct LocalIdentity {
+    pub node_id: NodeId,
+    pub fingerprint: Fingerprint,
+}
+
 /// Starts the dialers (one per peer) and the acceptor.
 pub fn start(
-    me: NodeId,
-    fingerprint: Fingerprint,
+    local: LocalIdentity,
     listener: TcpListener,
     peers: Vec<(NodeId, String)>,
     auth: Arc<Mutex<Authenticator>>,
@@ -269,8 +276,8 @@ pub fn start(
 ) -> Transport {
     let known = peers.iter().map(|(id, _)| id.clone()).collect();
     let shared = Arc::new(Shared::new(
-        me,
-        fingerprint,
+        local.node_id,
+        local.fingerprint,
         known,
         auth,
         Arc::clone(&metrics),

@@ -9,9 +9,9 @@
 //! connections are closed at once, before a byte is read.
 
 use super::{Close, Inbound, Shared};
-use crate::codec::{self, Limits};
-use crate::fingerprint::Fingerprint;
-use crate::ops::auth::unix_ms_now;
+use crate::net::auth::unix_ms_now;
+use crate::net::codec::{self, Limits};
+use crate::net::fingerprint::Fingerprint;
 use crate::protocol::{Message, NodeId};
 use std::collections::HashMap;
 use std::net::IpAddr;

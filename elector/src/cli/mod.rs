@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use super::auth::{unix_ms_now, Secret};
-use super::request_auth::sign;
-use super::status::{Role, StatusSnapshot};
+use crate::api::request_auth::sign;
+use crate::api::status::{Role, StatusSnapshot};
+use crate::net::auth::{unix_ms_now, Secret};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const READ_TIMEOUT: Duration = Duration::from_secs(3);
@@ -367,7 +367,7 @@ pub fn render_report(r: &ClusterReport, now_unix_ms: u64) -> String {
 }
 
 fn now_unix_ms() -> u64 {
-    super::auth::unix_ms_now()
+    crate::net::auth::unix_ms_now()
 }
 
 /// `elector status --node HOST:PORT [--json] [--watch --interval-ms N]`.
@@ -496,8 +496,8 @@ pub fn switchover_command(
 
 #[cfg(test)]
 mod tests {
-    use super::super::status::{PeerStatus, SwitchoverPhase, SwitchoverState, TransitionRecord};
     use super::*;
+    use crate::api::status::{PeerStatus, SwitchoverPhase, SwitchoverState, TransitionRecord};
 
     const NOW: u64 = 1_760_000_100_000;
 
@@ -650,13 +650,13 @@ n3    replica  3      ?        ?       yes 40ms  1200    -    ?
     /// `not_primary` pointer to the primary.
     #[tokio::test]
     async fn the_cli_reads_real_apis_and_switchover_is_redirected_to_the_primary() {
-        use super::super::api::{serve, ApiState};
-        use super::super::metrics::Metrics;
+        use crate::api::metrics::Metrics;
+        use crate::api::{serve, ApiState};
         use std::sync::Arc;
         use tokio::sync::{mpsc, oneshot, watch};
 
-        let l1 = super::super::listen::bind_tcp("127.0.0.1:0").expect("bind");
-        let l2 = super::super::listen::bind_tcp("127.0.0.1:0").expect("bind");
+        let l1 = crate::api::listen::bind_tcp("127.0.0.1:0").expect("bind");
+        let l2 = crate::api::listen::bind_tcp("127.0.0.1:0").expect("bind");
         let a1 = l1.local_addr().expect("addr").to_string();
         let a2 = l2.local_addr().expect("addr").to_string();
 
@@ -679,7 +679,7 @@ n3    replica  3      ?        ?       yes 40ms  1200    -    ?
                 metrics: Arc::clone(&metrics),
                 switchover: tx1,
                 request_auth: None,
-                loop_beat: Arc::new(super::super::api::LoopBeat::new(Duration::from_secs(60))),
+                loop_beat: Arc::new(crate::api::LoopBeat::new(Duration::from_secs(60))),
             },
             async {
                 let _ = stopped.await;
@@ -692,7 +692,7 @@ n3    replica  3      ?        ?       yes 40ms  1200    -    ?
                 metrics,
                 switchover: tx2,
                 request_auth: None,
-                loop_beat: Arc::new(super::super::api::LoopBeat::new(Duration::from_secs(60))),
+                loop_beat: Arc::new(crate::api::LoopBeat::new(Duration::from_secs(60))),
             },
             async {
                 let _ = stopped2.await;

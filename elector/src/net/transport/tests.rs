@@ -3,8 +3,8 @@
 
 use super::listener::{accept_loop, Admission};
 use super::*;
-use crate::fingerprint::Fingerprint;
-use crate::ops::auth::{unix_ms_now, AuthConfig, AuthMode, Authenticator, Secret};
+use crate::net::auth::{unix_ms_now, AuthConfig, AuthMode, Authenticator, Secret};
+use crate::net::fingerprint::Fingerprint;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

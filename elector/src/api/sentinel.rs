@@ -28,7 +28,7 @@
 //! form; everyone else gets RESP2.
 //!
 //! Requests are parsed with the election transport's bounded RESP2 decoder
-//! (`crate::codec`): arrays of bulk strings only, no inline commands. A frame
+//! (`crate::net::codec`): arrays of bulk strings only, no inline commands. A frame
 //! it rejects gets `-ERR Protocol error` and closes that connection; nothing
 //! else is affected. Commands that would change Sentinel's configuration
 //! (`SENTINEL FAILOVER`, `SET`, `MONITOR`, ...) are refused: the election
@@ -364,7 +364,7 @@ async fn connection(
 ) -> std::io::Result<()> {
     let _ = stream.set_nodelay(true);
     let client_id = shared.next_client_id.fetch_add(1, Ordering::Relaxed);
-    let limits = crate::codec::Limits::default();
+    let limits = crate::net::codec::Limits::default();
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     let mut subs = Subscriptions::default();
     let mut name: Option<Vec<u8>> = None;
@@ -375,7 +375,7 @@ async fn connection(
         let mut out = Vec::new();
         let mut quit = false;
         loop {
-            match crate::codec::decode(&buf, &limits) {
+            match crate::net::codec::decode(&buf, &limits) {
                 Ok(Some((fields, used))) => {
                     buf.drain(..used);
                     let (reply, close) =
@@ -983,7 +983,7 @@ mod tests {
                     let mut buf = Vec::new();
                     loop {
                         while let Ok(Some((fields, used))) =
-                            crate::codec::decode(&buf, &crate::codec::Limits::default())
+                            crate::net::codec::decode(&buf, &crate::net::codec::Limits::default())
                         {
                             buf.drain(..used);
                             let reply = match lower(&fields[0]).as_str() {
@@ -1017,7 +1017,7 @@ mod tests {
     async fn raw(stream: &mut TcpStream, cmd: &[&str]) -> Vec<u8> {
         let fields: Vec<&[u8]> = cmd.iter().map(|s| s.as_bytes()).collect();
         let mut out = Vec::new();
-        crate::codec::encode(&fields, &mut out);
+        crate::net::codec::encode(&fields, &mut out);
         stream.write_all(&out).await.expect("write");
         read_some(stream).await
     }
@@ -1079,9 +1079,9 @@ mod tests {
         let r = start(view(Some(addr("n1", 6001)), vec![])).await;
         let mut s = TcpStream::connect(r.addr).await.expect("connect");
         let mut out = Vec::new();
-        crate::codec::encode(&[b"PING"], &mut out);
-        crate::codec::encode(&[b"ECHO", b"hi"], &mut out);
-        crate::codec::encode(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"x"], &mut out);
+        crate::net::codec::encode(&[b"PING"], &mut out);
+        crate::net::codec::encode(&[b"ECHO", b"hi"], &mut out);
+        crate::net::codec::encode(&[b"CLIENT", b"SETINFO", b"LIB-NAME", b"x"], &mut out);
         s.write_all(&out).await.expect("write");
         let mut got = Vec::new();
         while got.len() < b"+PONG\r\n$2\r\nhi\r\n+OK\r\n".len() {

@@ -29,8 +29,8 @@ use nix::unistd::Pid;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
-use super::metrics::{HookOutcome, Metrics};
-use super::status::Role;
+use crate::api::metrics::{HookOutcome, Metrics};
+use crate::api::status::Role;
 
 /// Default per-script budget.
 pub const DEFAULT_HOOK_TIMEOUT_MS: u64 = 5_000;
