@@ -69,6 +69,10 @@ conformance:
 conformance-parts:
     cargo run -p conformance --release -- run --tag parts --backend both
 
+# partitions of 25-60 s healing within seconds, and a half-HELLO flood, both backends
+conformance-heal:
+    cargo run -p conformance --release -- run --tag heal --backend both
+
 # every conformance scenario, 3 seeds, both backends (long: about an hour)
 conformance-full:
     cargo run -p conformance --release -- run --suite full --seeds 3 --backend both
