@@ -137,14 +137,13 @@ fn default_priority() -> u32 {
 fn default_max_lag() -> u64 {
     1024 * 1024
 }
-/// Whether a `host:port` / `:port` listen address binds loopback only.
+/// Whether a listen address binds loopback only (`:PORT` is every
+/// interface); parsed as the listener itself parses it.
 fn listens_on_loopback_only(spec: &str) -> bool {
-    let host = spec.rsplit_once(':').map(|(h, _)| h).unwrap_or("");
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    matches!(
+        crate::api::listen::parse_listen_spec(spec),
+        Ok(crate::api::listen::ListenSpec::Exact(addr)) if addr.ip().is_loopback()
+    )
 }
 
 /// Loopback unless configured: the API can start a switchover, and with

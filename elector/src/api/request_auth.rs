@@ -12,13 +12,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use hmac::Mac;
 use thiserror::Error;
 
-use crate::net::auth::Secret;
-
-type HmacSha256 = Hmac<Sha256>;
+use crate::net::auth::{hex_decode_32, hex_encode, put, HmacSha256, Secret};
 
 /// Authorization scheme name.
 pub const SCHEME: &str = "Elector-HMAC";
@@ -51,33 +48,20 @@ fn mac_over(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -
         unix_ms.to_string().as_bytes(),
         body,
     ] {
-        mac.update(&(part.len() as u64).to_be_bytes());
-        mac.update(part);
+        put(&mut mac, part);
     }
     mac
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) || s.len() > 128 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// The `Authorization` header value for a request (the CLI's side).
 pub fn sign(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -> String {
     format!(
         "{SCHEME} {unix_ms}:{}",
-        hex(&mac_over(key, method, path, unix_ms, body)
-            .finalize()
-            .into_bytes())
+        hex_encode(
+            &mac_over(key, method, path, unix_ms, body)
+                .finalize()
+                .into_bytes()
+        )
     )
 }
 
@@ -112,7 +96,7 @@ impl RequestVerifier {
             .ok_or(RequestAuthError::Malformed)?;
         let (ts, mac_hex) = rest.split_once(':').ok_or(RequestAuthError::Malformed)?;
         let unix_ms: u64 = ts.parse().map_err(|_| RequestAuthError::Malformed)?;
-        let given = unhex(mac_hex).ok_or(RequestAuthError::Malformed)?;
+        let given = hex_decode_32(mac_hex.as_bytes()).ok_or(RequestAuthError::Malformed)?;
         // Constant-time comparison through the MAC itself.
         let mac = mac_over(&self.key, method, path, unix_ms, body);
         mac.verify_slice(&given)

@@ -54,7 +54,7 @@ use serde::Deserialize;
 use sha2::Sha256;
 use thiserror::Error;
 
-type HmacSha256 = Hmac<Sha256>;
+pub(crate) type HmacSha256 = Hmac<Sha256>;
 
 /// First field of an authenticated frame.
 pub const AUTH_MARKER: &[u8] = b"AUTH";
@@ -459,7 +459,9 @@ fn parse_u64(b: &[u8]) -> Result<u64, AuthError> {
         .ok_or(AuthError::Malformed)
 }
 
-fn put(mac: &mut HmacSha256, bytes: &[u8]) {
+/// Feeds one length-prefixed field to a MAC, so no two field lists encode
+/// alike.
+pub(crate) fn put(mac: &mut HmacSha256, bytes: &[u8]) {
     mac.update(&(bytes.len() as u64).to_be_bytes());
     mac.update(bytes);
 }
@@ -498,7 +500,9 @@ fn compute_tag(
     mac.finalize().into_bytes().into()
 }
 
-fn hex_encode(bytes: &[u8]) -> String {
+/// Lowercase hex (also used by signed operator requests and the
+/// configuration fingerprint).
+pub(crate) fn hex_encode(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
@@ -508,8 +512,8 @@ fn hex_encode(bytes: &[u8]) -> String {
     s
 }
 
-/// Lowercase hex of exactly 32 bytes.
-fn hex_decode_32(s: &[u8]) -> Option<[u8; 32]> {
+/// Lowercase hex of exactly 32 bytes (an HMAC-SHA256 tag).
+pub(crate) fn hex_decode_32(s: &[u8]) -> Option<[u8; 32]> {
     fn nibble(c: u8) -> Option<u8> {
         match c {
             b'0'..=b'9' => Some(c - b'0'),

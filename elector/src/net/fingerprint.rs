@@ -44,7 +44,7 @@ impl Fingerprint {
             h.update(id.as_bytes());
         }
         let digest = h.finalize();
-        let members = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+        let members = crate::net::auth::hex_encode(&digest[..8]);
         Fingerprint {
             members,
             hb_interval_ms: t.hb_interval_ms,
