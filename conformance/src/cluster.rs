@@ -364,6 +364,22 @@ impl Cluster {
         Ok(false)
     }
 
+    /// Writes every node's container log to `dir/<prefix>.<node>.log`; a
+    /// log that cannot be read is noted in the log, never fails the run.
+    pub async fn save_logs(&self, dir: &std::path::Path, prefix: &str) {
+        for n in &self.nodes {
+            let path = dir.join(format!("{prefix}.{}.log", n.id));
+            match docker::logs(&self.docker, &n.container_name).await {
+                Ok(text) => {
+                    if let Err(e) = std::fs::write(&path, text) {
+                        tracing::warn!("writing {}: {e}", path.display());
+                    }
+                }
+                Err(e) => tracing::warn!("logs of {}: {e}", n.container_name),
+            }
+        }
+    }
+
     /// Removes every container and the network.
     pub async fn teardown(&mut self) {
         if self.torn_down {

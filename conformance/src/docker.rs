@@ -260,6 +260,27 @@ pub fn cleanup_label_blocking(label: String) {
     }
 }
 
+/// A container's whole log (stdout and stderr, with Docker's timestamps).
+/// Kept beside a run's report so a failed run can be explained from the
+/// elector's own lines (role changes carry their reason), not guessed at.
+pub async fn logs(docker: &Docker, container: &str) -> Result<String> {
+    use bollard::query_parameters::LogsOptions;
+    let mut stream = docker.logs(
+        container,
+        Some(LogsOptions {
+            stdout: true,
+            stderr: true,
+            timestamps: true,
+            ..Default::default()
+        }),
+    );
+    let mut out = String::new();
+    while let Some(chunk) = stream.next().await {
+        out.push_str(&chunk?.to_string());
+    }
+    Ok(out)
+}
+
 /// Runs a command in a container; returns (exit code, stdout+stderr).
 pub async fn exec(docker: &Docker, container: &str, cmd: &[&str]) -> Result<(i64, String)> {
     use bollard::exec::StartExecResults;

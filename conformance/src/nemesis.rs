@@ -9,7 +9,7 @@
 //! | `pause` / `unpause` | `docker pause` freezes every process (cgroup freezer), like a long GC or VM stall; sockets stay open. |
 //! | `isolate`, `split`, `bridge` | iptables DROP in both directions between the listed nodes, applied inside each node's network namespace. Clients on the host keep reaching every node (their traffic comes from the gateway), so an isolated old primary must fence itself. |
 //! | `one_way` | on each `to` node: DROP packets from `from` that belong to connections `from` opened (`-m conntrack --ctdir ORIGINAL`). `from` can no longer deliver anything on its own connections; connections opened by `to` still work both ways. |
-//! | `netem` | `tc qdisc replace dev eth0 root netem delay D jitter J loss L%` on the target nodes (affects peers and clients alike). On kernels without `sch_netem` the runner falls back to iptables random loss (`-m statistic`) and notes that delay and jitter were not applied. |
+//! | `netem` | `tc qdisc replace dev eth0 root netem delay D jitter J loss L%` on the target nodes (affects peers and clients alike). On kernels without `sch_netem` the runner falls back to iptables random loss (`-m statistic`, on `eth0` only) and notes that delay and jitter were not applied. |
 //! | `heal` | flushes the iptables chains and removes netem on every node. |
 
 use std::collections::BTreeSet;
@@ -120,13 +120,17 @@ pub const HEAL_SCRIPT: &str =
     "iptables -w -F INPUT; iptables -w -F OUTPUT; tc qdisc del dev eth0 root 2>/dev/null; true";
 
 /// Loss without netem (kernels without `sch_netem`): random DROP with iptables'
-/// `statistic` match, both directions. Removed by `heal` (and replaced by any later
-/// partition step, which flushes the chains).
+/// `statistic` match, both directions, on `eth0` only, as netem would be. Loopback
+/// stays clean: on a real host a lossy network does not drop the packets between
+/// the elector, its data node and its watchdog, and dropping them here made the
+/// watchdog fence a healthy primary (a 2 % loss soak "failed over" because every
+/// lost loopback SYN cost a 1 s retransmission). Removed by `heal` (and replaced by
+/// any later partition step, which flushes the chains).
 pub fn iptables_loss_script(loss_pct: f64) -> String {
     let p = (loss_pct / 100.0).clamp(0.0, 1.0);
     format!(
-        "iptables -w -A INPUT -m statistic --mode random --probability {p} -j DROP && \
-         iptables -w -A OUTPUT -m statistic --mode random --probability {p} -j DROP"
+        "iptables -w -A INPUT -i eth0 -m statistic --mode random --probability {p} -j DROP && \
+         iptables -w -A OUTPUT -o eth0 -m statistic --mode random --probability {p} -j DROP"
     )
 }
 
@@ -199,6 +203,16 @@ mod tests {
             iptables_script("n2", &b, &ip),
             "iptables -w -A INPUT -s 10.0.0.1 -m conntrack --ctdir ORIGINAL -j DROP"
         );
+    }
+
+    #[test]
+    fn iptables_loss_leaves_loopback_alone() {
+        let s = iptables_loss_script(2.0);
+        assert!(s.contains("-A INPUT -i eth0 "), "{s}");
+        assert!(s.contains("-A OUTPUT -o eth0 "), "{s}");
+        assert!(s.contains("--probability 0.02"), "{s}");
+        // The clear script finds the rules by their match, interface or not.
+        assert_eq!(s.matches("--mode random").count(), 2);
     }
 
     #[test]

@@ -1136,6 +1136,9 @@ pub async fn run_scenario(
     let (final_reads, final_read_errors) = run.final_reads().await;
     rec.stop_poller();
     let _ = tokio::time::timeout(Duration::from_secs(5), poller).await;
+    if std::fs::create_dir_all(&opts.out_dir).is_ok() {
+        run.cluster.save_logs(&opts.out_dir, &result.id()).await;
+    }
     run.cluster.teardown().await;
     let end_ms = rec.now_ms();
     let mut samples = std::mem::take(&mut *rec.samples.lock().expect("lock"));

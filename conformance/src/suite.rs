@@ -38,7 +38,9 @@ pub fn default_out_dir() -> PathBuf {
 pub fn select(all: Vec<Scenario>, sel: &Selection) -> Result<Vec<Scenario>> {
     let chosen: Vec<Scenario> = match sel {
         Selection::Quick => all.into_iter().filter(|s| s.has_tag("quick")).collect(),
-        Selection::Full => all,
+        // Scenarios tagged `long` (minutes of one fault) run only when named
+        // or selected by tag: three seeds of them would double the full run.
+        Selection::Full => all.into_iter().filter(|s| !s.has_tag("long")).collect(),
         Selection::Tagged(tag) => {
             let chosen: Vec<Scenario> = all.into_iter().filter(|s| s.has_tag(tag)).collect();
             if chosen.is_empty() {
@@ -130,6 +132,15 @@ mod tests {
                 vec!["kevy".to_string()]
             );
         }
+    }
+
+    #[test]
+    fn the_full_suite_leaves_out_long_scenarios_which_run_by_tag() {
+        let full = select(all(), &Selection::Full).unwrap();
+        assert!(full.iter().all(|s| !s.has_tag("long")));
+        let long = select(all(), &Selection::Tagged("long".into())).unwrap();
+        assert!(long.iter().any(|s| s.name == "heal-replica-5m"));
+        assert_eq!(full.len() + long.len(), all().len());
     }
 
     #[test]

@@ -92,6 +92,8 @@ pub struct Core {
     primary_withdrawn: bool,
     /// The data node's generation as last reported by the adapter (§6.8).
     data_generation: u64,
+    /// The adapter's count of demotions by someone else, as last reported.
+    data_overridden: u64,
     peers: Peers,
     /// Highest epoch seen in any message (a hint for choosing the next epoch).
     max_seen_epoch: u64,
@@ -146,6 +148,7 @@ impl Core {
             primary_fenced_since: None,
             primary_withdrawn: false,
             data_generation: 0,
+            data_overridden: 0,
             peers,
             started_at: now,
             voted_at: now,
@@ -455,6 +458,10 @@ impl Core {
             self.data_generation = obs.generation;
             self.on_data_node_restarted();
         }
+        if obs.overridden != self.data_overridden {
+            self.data_overridden = obs.overridden;
+            self.on_data_node_overridden();
+        }
         if obs.reachable {
             if self.data_down_since.take().is_some() {
                 tracing::info!("data node reachable again");
@@ -665,6 +672,21 @@ impl Core {
             }
             Role::Replica => {}
         }
+    }
+
+    /// Someone else (the watchdog after a stall of this process, an
+    /// operator) demoted the data node we had made writable; the same
+    /// process still holds its data. Unlike a restart this costs no
+    /// election: the current target is re-issued, so the adapter makes the
+    /// node writable again only on this decision, taken now, after the lease
+    /// was checked against this moment's clock (§6.4.1). A primary whose
+    /// lease lapsed meanwhile re-issues a fence instead.
+    fn on_data_node_overridden(&mut self) {
+        tracing::warn!(role = %self.role, epoch = self.state.epoch, "data node demoted by someone else: the elector re-issues its decision");
+        self.emit(Action::Notify(Notice::Fault {
+            what: "data node demoted by someone else (watchdog or operator)".into(),
+        }));
+        self.target_dropped = true;
     }
 
     /// A peer is in a newer committed epoch but does not know its primary

@@ -40,6 +40,7 @@ fn observation(offset: u64, applied_seq: u64) -> Event {
         offset_at_apply: Some(offset),
         generation: 0,
         gone: false,
+        overridden: 0,
     })
 }
 
@@ -365,6 +366,7 @@ fn a_primary_whose_data_node_restarted_resigns_instead_of_making_it_writable_aga
             offset_at_apply: Some(0),
             generation: 1,
             gone: false,
+            overridden: 0,
         }),
     );
     assert_eq!(core.role(), Role::Replica);
@@ -382,6 +384,56 @@ fn a_primary_whose_data_node_restarted_resigns_instead_of_making_it_writable_aga
     )));
     // Its old offset is forgotten: it advertises what the node holds now.
     assert_eq!(core.position().1, 0);
+}
+
+fn overridden_observation(applied_seq: u64, overridden: u64) -> Event {
+    Event::DataNode(Observation {
+        reachable: true,
+        offset: Some(10),
+        link_up: false,
+        applied_seq,
+        offset_at_apply: Some(10),
+        generation: 0,
+        gone: false,
+        overridden,
+    })
+}
+
+#[test]
+fn a_primary_whose_data_node_the_watchdog_demoted_reissues_its_target_without_an_election() {
+    // §6.4.1: the watchdog clamped a healthy primary's data node (its probe
+    // of /healthz timed out); the same process holds the same data. The
+    // primary keeps its role and re-issues Primary under a new sequence
+    // number, the only one the adapter will make writable again.
+    let mut core = writable_primary();
+    let seq = core.target_seq;
+    let actions = core.handle(450, overridden_observation(seq, 1));
+    assert_eq!(core.role(), Role::Primary);
+    assert_eq!(core.data_generation(), 0);
+    assert!(
+        actions.iter().any(|a| matches!(a,
+            Action::ApplyDataNode { seq: s, target: DataNodeTarget::Primary } if *s > seq)),
+        "no fresh writable target after the demotion: {actions:?}"
+    );
+    // The same count again is no new demotion: nothing is re-issued.
+    let again = core.handle(460, overridden_observation(core.target_seq, 1));
+    assert!(applies(&again).is_empty(), "{again:?}");
+}
+
+#[test]
+fn a_primary_whose_lease_lapsed_while_the_watchdog_demoted_it_reissues_a_fence() {
+    // After a real stall (the reason the watchdog acts) the echoes are old:
+    // the decision taken now is a fence, never the writable target from
+    // before the stall.
+    let mut core = writable_primary();
+    let seq = core.target_seq;
+    let late = 402 + core.cfg.timings.lease_ms() + 50;
+    let actions = core.handle(late, overridden_observation(seq, 1));
+    let targets = applies(&actions);
+    assert!(
+        !targets.is_empty() && targets.iter().all(|t| !t.writable()),
+        "a primary without its lease made its data node writable: {actions:?}"
+    );
 }
 
 #[test]

@@ -107,6 +107,14 @@ pub struct Observation {
     /// that (kevy serves a full snapshot from an empty restarted node), so
     /// a primary in this state resigns at once (§6.8).
     pub gone: bool,
+    /// How many times the adapter found the node it had made writable
+    /// demoted by someone else, the same process still answering (the
+    /// watchdog's clamp, an operator's `REPLICAOF`). Its data is intact, so
+    /// this is no restart; but the adapter makes it writable again only for
+    /// a target issued after the demotion, so the core re-decides (lease
+    /// first) instead of the adapter replaying a decision from before it
+    /// (§6.4.1).
+    pub overridden: u64,
 }
 
 /// Machine-readable cause of a role change or fence change (issue 3 §1).

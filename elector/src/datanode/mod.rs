@@ -80,26 +80,56 @@ struct Tracker {
     applied_writable: bool,
     /// When the newest target was first seen (for the fence latency).
     target_seen: Option<(u64, Instant)>,
+    /// A writable target with a sequence number at or below this is not
+    /// applied again: the node was demoted by someone else while it held
+    /// it, and only a target the core issues afterwards may undo that.
+    hold_writable_through: u64,
+    /// How many such demotions were seen (reported to the core).
+    overridden: u64,
+}
+
+/// What a poll learns about who changed the data node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    None,
+    /// Another process answers, or a writable node turned replica and we
+    /// cannot tell whether it is the same process: its data is not trusted.
+    Restarted,
+    /// The same process, writable when we left it, is a replica now: the
+    /// watchdog's clamp or an operator. Its data is intact.
+    DemotedByOthers,
 }
 
 impl Tracker {
-    /// Decides from `info` whether the data node restarted under us.
-    fn restarted(&mut self, info: &ReplicationInfo, seq: u64) -> bool {
-        let new_process = match (&self.identity, &info.identity) {
-            (Some(old), Some(new)) => old != new,
+    /// Decides from `info` whether the data node restarted or was demoted
+    /// under us.
+    fn classify(&mut self, info: &ReplicationInfo, seq: u64) -> Change {
+        let same_process = match (&self.identity, &info.identity) {
+            (Some(old), Some(new)) if old != new => {
+                self.identity = info.identity.clone();
+                self.generation += 1;
+                self.applied_writable = false;
+                return Change::Restarted;
+            }
+            (Some(_), Some(_)) => true,
             _ => false,
         };
         if info.identity.is_some() {
             self.identity = info.identity.clone();
         }
-        let demoted_behind_our_back =
-            self.applied_writable && self.applied_seq == seq && !info.is_master();
-        if new_process || demoted_behind_our_back {
-            self.generation += 1;
-            self.applied_writable = false;
-            return true;
+        let demoted = self.applied_writable && self.applied_seq == seq && !info.is_master();
+        if !demoted {
+            return Change::None;
         }
-        false
+        self.applied_writable = false;
+        if same_process {
+            self.hold_writable_through = seq;
+            self.overridden += 1;
+            Change::DemotedByOthers
+        } else {
+            self.generation += 1;
+            Change::Restarted
+        }
     }
 }
 
@@ -152,12 +182,19 @@ pub async fn run<A: DataNodeAdapter>(
         }
         let before = adapter.observe().await;
         if let Ok(info) = &before {
-            if t.restarted(info, seq) {
-                restarted = true;
-                tracing::warn!(generation = t.generation, identity = ?info.identity, backend = adapter.kind(),
-                    "data node restarted under us: clamping it until the elector decides again");
-                if let Err(e) = adapter.apply(&DataNodeTarget::Isolated).await {
-                    error = Some(e.to_string());
+            match t.classify(info, seq) {
+                Change::None => {}
+                Change::Restarted => {
+                    restarted = true;
+                    tracing::warn!(generation = t.generation, identity = ?info.identity, backend = adapter.kind(),
+                        "data node restarted under us: clamping it until the elector decides again");
+                    if let Err(e) = adapter.apply(&DataNodeTarget::Isolated).await {
+                        error = Some(e.to_string());
+                    }
+                }
+                Change::DemotedByOthers => {
+                    tracing::warn!(seq, backend = adapter.kind(),
+                        "data node demoted by someone else (watchdog or operator), same process: writable again only when the elector decides so anew");
                 }
             }
         }
@@ -172,7 +209,10 @@ pub async fn run<A: DataNodeAdapter>(
             t.applied_writable = target.writable();
             t.offset_at_apply = before.as_ref().ok().map(|i| i.offset);
         }
-        let needs_apply = current && !restarted && before.is_ok() && !satisfied;
+        // A writable target the node was demoted from by someone else is
+        // stale: the core re-decides (its lease first) and issues a new one.
+        let held = target.writable() && seq <= t.hold_writable_through;
+        let needs_apply = current && !restarted && !held && before.is_ok() && !satisfied;
         if needs_apply {
             match adapter.apply(&target).await {
                 Ok(()) => {
@@ -218,6 +258,7 @@ pub async fn run<A: DataNodeAdapter>(
                     offset_at_apply: t.offset_at_apply,
                     generation: t.generation,
                     gone: false,
+                    overridden: t.overridden,
                 },
                 info: Some(info),
                 error,
@@ -232,6 +273,7 @@ pub async fn run<A: DataNodeAdapter>(
                     offset_at_apply: t.offset_at_apply,
                     generation: t.generation,
                     gone: matches!(e, DataNodeError::Gone(_)),
+                    overridden: t.overridden,
                 },
                 info: None,
                 error: Some(e.to_string()),
@@ -253,4 +295,73 @@ pub async fn resolve(addr: &str) -> Result<(String, u16), DataNodeError> {
         .next()
         .ok_or_else(|| DataNodeError::Resolve(addr.to_string()))?;
     Ok((sock.ip().to_string(), sock.port()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(role: &str, identity: Option<&str>) -> ReplicationInfo {
+        ReplicationInfo {
+            role: role.into(),
+            identity: identity.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    /// A tracker that has applied writable target `seq` to process `id`.
+    fn writable_at(seq: u64, id: Option<&str>) -> Tracker {
+        let mut t = Tracker::default();
+        assert_eq!(t.classify(&info("master", id), seq), Change::None);
+        t.applied_seq = seq;
+        t.applied_writable = true;
+        t
+    }
+
+    #[test]
+    fn another_process_answering_is_a_restart_and_a_new_generation() {
+        let mut t = writable_at(3, Some("run_id:a"));
+        assert_eq!(
+            t.classify(&info("master", Some("run_id:b")), 3),
+            Change::Restarted
+        );
+        assert_eq!((t.generation, t.overridden), (1, 0));
+    }
+
+    #[test]
+    fn the_same_process_demoted_by_someone_else_is_held_not_restarted() {
+        let mut t = writable_at(3, Some("run_id:a"));
+        assert_eq!(
+            t.classify(&info("slave", Some("run_id:a")), 3),
+            Change::DemotedByOthers
+        );
+        assert_eq!(
+            (t.generation, t.overridden, t.hold_writable_through),
+            (0, 1, 3)
+        );
+        // Seen once: the next poll of the still-demoted node is no new event.
+        assert_eq!(
+            t.classify(&info("slave", Some("run_id:a")), 3),
+            Change::None
+        );
+        assert_eq!(t.overridden, 1);
+    }
+
+    #[test]
+    fn a_demotion_we_cannot_attribute_to_the_same_process_counts_as_a_restart() {
+        let mut t = writable_at(3, None);
+        assert_eq!(t.classify(&info("slave", None), 3), Change::Restarted);
+        assert_eq!(t.generation, 1);
+    }
+
+    #[test]
+    fn a_replica_by_our_own_newer_target_is_no_demotion() {
+        let mut t = writable_at(3, Some("run_id:a"));
+        // Target 4 (a fence) is newer than what was applied writable.
+        assert_eq!(
+            t.classify(&info("slave", Some("run_id:a")), 4),
+            Change::None
+        );
+        assert_eq!((t.generation, t.overridden), (0, 0));
+    }
 }

@@ -27,6 +27,11 @@ pub struct DataNode {
     /// Bumped on every data-node restart, as the real adapter does when
     /// another process answers (protocol §6.8).
     pub generation: u64,
+    /// The real adapter's answer to a demotion by someone else (the
+    /// watchdog's clamp) of a node it had made writable: it counts it and
+    /// makes the node writable again only for a target issued afterwards.
+    pub overridden: u64,
+    pub hold_writable_through: u64,
 }
 
 impl DataNode {
@@ -40,6 +45,8 @@ impl DataNode {
             link_up: false,
             offset_at_apply: None,
             generation: 0,
+            overridden: 0,
+            hold_writable_through: 0,
         }
     }
 
@@ -66,6 +73,7 @@ impl DataNode {
             offset_at_apply: self.offset_at_apply,
             generation: self.generation,
             gone: !self.up,
+            overridden: self.overridden,
         }
     }
 

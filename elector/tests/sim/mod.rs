@@ -570,12 +570,28 @@ impl Sim {
             return;
         };
         let bound = self.timings.lease_ms() + self.timings.hb_interval_ms;
-        // It clamps the node as the elector's start-up does: no writes and
-        // no upstream. A replica must stop acknowledging too: nobody
-        // vouches for its primary any more (§6.2), and a stream it keeps
-        // following into a later epoch would not be on its elector's disk.
+        if self.now.saturating_sub(since) > bound {
+            self.watchdog_clamp(i);
+        }
+    }
+
+    /// The watchdog's probe fails although the elector runs (a loaded host,
+    /// a slow loopback): it clamps a healthy node (§6.4.1).
+    pub fn watchdog_false_alarm(&mut self, i: usize) {
+        self.watchdog_clamp(i);
+    }
+
+    /// The clamp, as the elector's start-up applies it: no writes and no
+    /// upstream. A replica must stop acknowledging too: nobody vouches for
+    /// its primary any more (§6.2), and a stream it keeps following into a
+    /// later epoch would not be on its elector's disk.
+    fn watchdog_clamp(&mut self, i: usize) {
         let d = &mut self.nodes[i].data;
-        if d.up && d.applied != DataNodeTarget::Isolated && self.now.saturating_sub(since) > bound {
+        if d.up && d.applied != DataNodeTarget::Isolated {
+            if d.applied.writable() {
+                d.overridden += 1;
+                d.hold_writable_through = d.applied_seq;
+            }
             d.applied = DataNodeTarget::Isolated;
             d.link_up = false;
             d.pending = None;
@@ -592,6 +608,11 @@ impl Sim {
         };
         let d = &self.nodes[i].data;
         if !d.up || d.pending.is_some() || generation != d.generation || d.applied == target {
+            return;
+        }
+        // Demoted from this very target by the watchdog: only a target the
+        // elector issues afterwards may make the node writable again.
+        if target.writable() && seq <= d.hold_writable_through {
             return;
         }
         let delay = self.apply_delay(i, &target);
