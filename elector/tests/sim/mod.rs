@@ -52,6 +52,11 @@ pub struct World {
     /// A fence margin other than the one that covers `fence_ms` (for
     /// proving that a too-small margin is caught).
     pub margin_override: Option<u64>,
+    /// Nodes whose configurations disagree (members or lease timings) do
+    /// not talk: the real transport refuses a `HELLO` whose fingerprint
+    /// differs from its own (issue 10 finding 6, protocol §3). Off only to
+    /// show what the check prevents.
+    pub fingerprint_check: bool,
 }
 
 impl World {
@@ -67,6 +72,7 @@ impl World {
             clock_drift: [0.0, 0.01][rng.gen_range(0..2)],
             watchdog: true,
             margin_override: None,
+            fingerprint_check: true,
         }
     }
 }
@@ -145,6 +151,9 @@ pub struct SimNode {
     /// Every fence on this node's data node takes this long (a command
     /// running into its timeout, kevy's blocking `REPLICAOF`).
     pub slow_fence_ms: Option<u64>,
+    /// This node's elector runs with other timings than the cluster's (a
+    /// rolling configuration change in progress).
+    pub timings_override: Option<Timings>,
 }
 
 pub struct Sim {
@@ -215,6 +224,7 @@ impl Sim {
                 last_target: None,
                 tampered_at: None,
                 slow_fence_ms: None,
+                timings_override: None,
             });
             sim.boot(i);
             let first = sim.rng.gen_range(0..50);
@@ -249,7 +259,7 @@ impl Sim {
                     data_addr: format!("{id}:6379"),
                 })
                 .collect(),
-            timings: self.timings,
+            timings: self.timings_of(i),
             priority: 100,
             max_lag: u64::MAX,
             seed: self
@@ -258,6 +268,23 @@ impl Sim {
                 .wrapping_add(i as u64 * 7 + self.nodes[i].incarnation),
             faults: self.faults,
         }
+    }
+
+    /// The timings node `i`'s elector was started with.
+    pub fn timings_of(&self, i: usize) -> Timings {
+        self.nodes[i].timings_override.unwrap_or(self.timings)
+    }
+
+    /// A rolling configuration change reaches node `i`: its elector
+    /// restarts with `timings`; the data node keeps running.
+    pub fn reconfigure(&mut self, i: usize, timings: Timings) {
+        self.trace(
+            i,
+            &format!("RECONFIGURE down_after={}", timings.down_after_ms),
+        );
+        self.nodes[i].timings_override = Some(timings);
+        self.nodes[i].core = None;
+        self.boot(i);
     }
 
     /// Starts (or restarts) node `i`'s elector from what its disk holds.
@@ -727,6 +754,12 @@ impl Sim {
     fn transmit(&mut self, from: usize, to: usize, msg: Message) {
         if self.blocked[from][to] || self.rng.gen_bool(self.world.loss) {
             return;
+        }
+        let lease_terms = |t: Timings| (t.hb_interval_ms, t.down_after_ms, t.fence_margin_ms);
+        if self.world.fingerprint_check
+            && lease_terms(self.timings_of(from)) != lease_terms(self.timings_of(to))
+        {
+            return; // the HELLO was refused: no connection between them
         }
         let copies = if self.rng.gen_bool(self.world.duplicate) {
             2
