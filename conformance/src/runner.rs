@@ -1000,6 +1000,9 @@ pub async fn run_scenario(
     run_no: usize,
 ) -> (RunResult, History) {
     let started = std::time::Instant::now();
+    let max_steps = opts
+        .max_scenario
+        .max(Duration::from_millis(scn.planned_ms()) + Duration::from_secs(120));
     let elector_bin = scn.elector_bin.clone().unwrap_or_else(|| "elector".into());
     let mut result = RunResult {
         scenario: scn.name.clone(),
@@ -1055,7 +1058,7 @@ pub async fn run_scenario(
     let poller = workload::spawn_poller(
         rec.clone(),
         Duration::from_millis(POLL_INTERVAL_MS),
-        opts.max_scenario + Duration::from_secs(180),
+        max_steps + Duration::from_secs(180),
     );
     let mut run = Run {
         scn,
@@ -1101,13 +1104,13 @@ pub async fn run_scenario(
         }
         Ok(())
     };
-    match tokio::time::timeout(opts.max_scenario, steps_fut).await {
+    match tokio::time::timeout(max_steps, steps_fut).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => error = Some(e.to_string()),
         Err(_) => {
             error = Some(format!(
                 "steps did not finish within {} s",
-                opts.max_scenario.as_secs()
+                max_steps.as_secs()
             ))
         }
     }

@@ -443,6 +443,24 @@ pub struct Scenario {
 }
 
 impl Scenario {
+    /// The longest its steps can take by their own bounds: sleeps, pauses
+    /// and the waits' timeouts. The runner's per-scenario limit is at least
+    /// this plus a margin, so a long scenario is not cut off by a default
+    /// meant for short ones.
+    pub fn planned_ms(&self) -> u64 {
+        self.steps
+            .iter()
+            .map(|s| match s {
+                Step::Sleep(d)
+                | Step::WaitPrimary(d)
+                | Step::WaitNewPrimary(d)
+                | Step::MeshRestoredWithin(d) => d.ms(),
+                Step::Pause(p) => p.duration.map_or(0, |d| d.ms()),
+                _ => 0,
+            })
+            .sum()
+    }
+
     pub fn quorum(&self) -> usize {
         self.nodes / 2 + 1
     }
@@ -655,6 +673,14 @@ expect: { failover: true }
     fn a_split_with_one_side_is_rejected() {
         let text = "name: x\nnodes: 3\nsteps:\n  - split: [[n1, n2, n3]]\n";
         assert!(Scenario::parse("f", text).is_err());
+    }
+
+    #[test]
+    fn the_planned_duration_adds_up_sleeps_pauses_and_wait_bounds() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let s = Scenario::load(&dir.join("heal-replica-5m.yaml")).unwrap();
+        // wait_primary 60 s + sleep 3 s + sleep 300 s + mesh 4 s + sleep 2 s.
+        assert_eq!(s.planned_ms(), 369_000);
     }
 
     #[test]
