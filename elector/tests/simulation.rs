@@ -506,6 +506,53 @@ fn a_rolling_timing_change_never_overlaps_primaries_when_mismatched_peers_refuse
     }
 }
 
+/// Finding 8 (§3.6): with auth off, forged frames in a peer's name claim
+/// epochs far beyond anything known (a heartbeat's `max_epoch`, an ANNOUNCE
+/// that would be persisted). They are dropped: the invariants hold, a
+/// majority keeps electing while they arrive, and the cluster converges.
+#[test]
+fn forged_frames_with_huge_epochs_neither_wedge_elections_nor_persist() {
+    use elector::protocol::{Heartbeat, Message, Role as WireRole, MAX_EPOCH};
+    all_focused_seeds_pass(
+        "forged_frames_with_huge_epochs_neither_wedge_elections_nor_persist",
+        world_for,
+        |sim, p, pick| {
+            let n = sim.nodes.len();
+            for k in 0..20 {
+                let from = pick.gen_range(0..n);
+                let to = (from + 1 + pick.gen_range(0..n - 1)) % n;
+                let huge = [MAX_EPOCH, MAX_EPOCH - 1, 1 << 40][k % 3];
+                let msg = if k % 2 == 0 {
+                    Message::Hb(Heartbeat {
+                        epoch: huge,
+                        node_id: sim.ids[from].clone(),
+                        role: WireRole::Primary,
+                        offset: u64::MAX >> 2,
+                        max_epoch: huge,
+                        primary: Some(sim.ids[from].clone()),
+                        eligible: true,
+                        fenced: false,
+                        lease_lost: false,
+                        data_epoch: huge,
+                        stamp: 1,
+                        echo: 0,
+                    })
+                } else {
+                    Message::Announce {
+                        epoch: huge,
+                        primary: sim.ids[from].clone(),
+                        primary_addr: format!("{}:6379", sim.ids[from]),
+                        stamp: 1,
+                    }
+                };
+                sim.forge(from, to, msg, pick.gen_range(0..8_000));
+            }
+            // A real fault as well, so an election must happen meanwhile.
+            isolate_primary(sim, p, pick);
+        },
+    );
+}
+
 /// Finding 5 (§6.9): the primary can send but not receive. It fences when
 /// its lease runs out; the others, who still hear it, must stop counting it
 /// as alive and elect while the fault lasts.

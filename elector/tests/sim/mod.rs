@@ -270,6 +270,22 @@ impl Sim {
         }
     }
 
+    /// Someone who reached the election port with auth off delivers `msg`
+    /// to node `to` as if node `from` had sent it, `after` ms from now
+    /// (issue 10 finding 8: forged wire integers).
+    pub fn forge(&mut self, from: usize, to: usize, msg: Message, after: u64) {
+        let incarnation = self.nodes[to].incarnation;
+        self.push(
+            after,
+            Ev::Deliver {
+                from,
+                to,
+                msg,
+                incarnation,
+            },
+        );
+    }
+
     /// The timings node `i`'s elector was started with.
     pub fn timings_of(&self, i: usize) -> Timings {
         self.nodes[i].timings_override.unwrap_or(self.timings)
