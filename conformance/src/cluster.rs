@@ -20,6 +20,10 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use crate::docker::{self, LABEL_RUN, LABEL_SESSION, LABEL_SUITE};
 use crate::error::{Error, Result};
 use crate::scenario::Timings;
+use crate::target::{Member, TargetKind, Topology};
+
+/// Node k's data node listens on `DATA_PORT_BASE + k` inside its container.
+pub const DATA_PORT_BASE: u16 = 6379;
 
 /// Kernel neighbour-cache settings applied in every node's network namespace
 /// (the lab's compose files set the same): a killed node's address stops
@@ -39,7 +43,8 @@ pub struct ClusterConfig {
     /// Labels everything one process creates (`io.elector.conformance.session`).
     pub session: String,
     pub nodes: usize,
-    pub backend: String,
+    /// What runs in the containers (our elector with a backend, or a peer).
+    pub target: TargetKind,
     pub timings: Timings,
     pub elector_bin: String,
     pub extra_yaml: Option<String>,
@@ -168,16 +173,38 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join(",");
         let (image_name, tag) = split_image(&cfg.image);
+        let target = cfg.target.target();
+        let topo = Topology {
+            members: ids
+                .iter()
+                .zip(&names)
+                .enumerate()
+                .map(|(k, (id, name))| Member {
+                    id: id.clone(),
+                    host: name.clone(),
+                    data_port: DATA_PORT_BASE + k as u16,
+                })
+                .collect(),
+            timings: cfg.timings.clone(),
+        };
         let mut starts = vec![];
         for (k, (id, name)) in ids.iter().zip(&names).enumerate() {
             // The entrypoint gives node k the data port 6379 + k (PEERS order):
             // kevy 7 tells replicas apart by client port only, so `WAIT 2`
-            // needs every node on its own port.
-            let inner_data_port = 6379 + k as u16;
+            // needs every node on its own port. Peer targets use the same ports.
+            let inner_data_port = topo.members[k].data_port;
+            let spec = target.node_spec(&topo, k);
+            let control_port = spec
+                .control_port
+                .unwrap_or(crate::target::elector::API_PORT);
             let data_port = free_port()?;
             let api_port = free_port()?;
             let t = &cfg.timings;
-            let mut req = GenericImage::new(image_name.clone(), tag.clone())
+            let mut image = GenericImage::new(image_name.clone(), tag.clone());
+            if spec.script.is_some() {
+                image = image.with_entrypoint("/bin/sh");
+            }
+            let mut req = image
                 .with_wait_for(WaitFor::Nothing)
                 .with_container_name(name.clone())
                 .with_hostname(name.clone())
@@ -185,10 +212,10 @@ impl Cluster {
                 .with_cap_add("NET_ADMIN")
                 .with_labels(labels.clone())
                 .with_mapped_port(data_port, inner_data_port.tcp())
-                .with_mapped_port(api_port, 9300.tcp())
+                .with_mapped_port(api_port, control_port.tcp())
                 .with_env_var("NODE_ID", id.clone())
                 .with_env_var("PEERS", peers.clone())
-                .with_env_var("BACKEND", cfg.backend.clone())
+                .with_env_var("BACKEND", cfg.target.backend())
                 .with_env_var("ELECTOR_BIN", cfg.elector_bin.clone())
                 .with_env_var("HB_INTERVAL_MS", t.hb_interval_ms.to_string())
                 .with_env_var("DOWN_AFTER_MS", t.down_after_ms.to_string())
@@ -224,6 +251,9 @@ impl Cluster {
             }
             for (key, value) in &cfg.env {
                 req = req.with_env_var(key.clone(), value.clone());
+            }
+            if let Some(script) = spec.script {
+                req = req.with_cmd(["-c".to_string(), script]);
             }
             let node_id = id.clone();
             let name = name.clone();

@@ -30,6 +30,8 @@ pub fn old_primary_follows(h: &History) -> CheckResult {
     };
     let mut problems = vec![];
     match &s.elector {
+        // Peers have no elector to ask: the data node's role below is the test.
+        None if !h.has_electors() => {}
         Some(e) if e.role == "replica" && e.primary.as_deref() == Some(new.as_str()) => {}
         Some(e) => problems.push(format!(
             "elector role {} following {:?}",

@@ -1,0 +1,137 @@
+//! Finding the primary the way each target's clients do, from the host.
+//!
+//! - our elector: the electors' `/status` (the unfenced primary, highest epoch);
+//! - Redis Sentinel: `SENTINEL get-master-addr-by-name` on one sentinel; after a
+//!   failed or unacknowledged write the client moves on to the next sentinel
+//!   (a sentinel cut off with the old primary keeps naming it);
+//! - kevy's election: every node's `INFO replication`; the master that accepts
+//!   a probe write.
+//!
+//! Node addresses in replies are mapped to node ids by data port: every node
+//! has its own (6379 + position), and Sentinel may answer with a host name or
+//! an IP address.
+
+use std::time::Duration;
+
+use crate::history::Sample;
+use crate::probe::DataConn;
+use crate::target::sentinel::parse_master_addr;
+use crate::target::Discovery;
+use crate::workload::{self, Recorder};
+
+/// The key probe writes go to (never read back, never acknowledged).
+pub const PROBE_KEY: &str = "cf:probe";
+
+/// Node id whose container data port is `port`, given the nodes in order.
+pub fn node_by_port(ids: &[String], base: u16, port: u16) -> Option<String> {
+    let k = port.checked_sub(base)? as usize;
+    ids.get(k).cloned()
+}
+
+/// Writable masters of one poll round, by data node role (peers).
+pub fn writable_masters(round: &[Sample]) -> Vec<String> {
+    round
+        .iter()
+        .filter(|s| s.writable())
+        .map(|s| s.node.clone())
+        .collect()
+}
+
+/// The primaries one round shows: our electors' choice, or every writable master.
+pub fn primaries(discovery: &Discovery, round: &[Sample]) -> Vec<String> {
+    match discovery {
+        Discovery::ElectorStatus => workload::primary_of(round).into_iter().collect(),
+        _ => writable_masters(round),
+    }
+}
+
+/// One primary from a round: our electors' choice; for peers the only writable
+/// master, or, when several claim it, the one clients already use.
+pub fn primary_in(
+    discovery: &Discovery,
+    round: &[Sample],
+    current: Option<&str>,
+) -> Option<String> {
+    let all = primaries(discovery, round);
+    match all.as_slice() {
+        [] => None,
+        [one] => Some(one.clone()),
+        many => current
+            .and_then(|c| many.iter().find(|m| m.as_str() == c).cloned())
+            .or_else(|| many.first().cloned()),
+    }
+}
+
+/// Asks sentinels, starting with the recorder's current one, until one names
+/// a known node. Returns that node.
+pub async fn ask_sentinels(rec: &Recorder, master: &str) -> Option<String> {
+    let ids: Vec<String> = rec.nodes.keys().cloned().collect();
+    let n = ids.len();
+    let start = rec.sentinel_cursor();
+    for i in 0..n {
+        let id = &ids[(start + i) % n];
+        let addr = &rec.nodes[id].api;
+        let mut conn = DataConn::new(addr, Duration::from_millis(300));
+        let mut cmd = redis::cmd("SENTINEL");
+        cmd.arg("get-master-addr-by-name").arg(master);
+        let Ok(reply) = conn.query::<redis::Value>(&cmd).await else {
+            continue;
+        };
+        if let Some((_, port)) = parse_master_addr(&reply) {
+            if let Some(node) = node_by_port(&ids, crate::cluster::DATA_PORT_BASE, port) {
+                if i > 0 {
+                    rec.set_sentinel_cursor((start + i) % n);
+                }
+                return Some(node);
+            }
+        }
+    }
+    None
+}
+
+/// Tries a write on a master (peers): `Some(true)` accepted, `Some(false)` refused.
+pub async fn probe_write(conn: &mut DataConn, node: &str) -> Option<bool> {
+    let mut cmd = redis::cmd("SET");
+    cmd.arg(PROBE_KEY).arg(node);
+    match conn.query::<redis::Value>(&cmd).await {
+        Ok(_) => Some(true),
+        Err(crate::probe::CmdError::Reply(_)) => Some(false),
+        Err(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::fixtures::sample;
+
+    #[test]
+    fn a_sentinel_reply_maps_to_the_node_by_its_data_port() {
+        let ids: Vec<String> = ["n1", "n2", "n3"].map(String::from).to_vec();
+        assert_eq!(node_by_port(&ids, 6379, 6380), Some("n2".into()));
+        assert_eq!(node_by_port(&ids, 6379, 6382), None);
+        assert_eq!(node_by_port(&ids, 6379, 6000), None);
+    }
+
+    #[test]
+    fn peers_take_the_only_writable_master_and_keep_theirs_when_two_claim_it() {
+        let d = Discovery::DataRole;
+        let mut a = sample(0, "n1", "primary", 0, false);
+        a.elector = None;
+        let mut b = sample(0, "n2", "primary", 0, false);
+        b.elector = None;
+        let mut c = sample(0, "n3", "replica", 0, false);
+        c.elector = None;
+        assert_eq!(
+            primary_in(&d, &[a.clone(), c.clone()], None),
+            Some("n1".into())
+        );
+        assert_eq!(
+            primary_in(&d, &[a.clone(), b.clone(), c.clone()], Some("n2")),
+            Some("n2".into())
+        );
+        // A master that refuses the probe write (kevy's quorum fence) is no primary.
+        a.data.as_mut().unwrap().accepts_writes = Some(false);
+        assert_eq!(primary_in(&d, &[a, c], None), None);
+    }
+}
