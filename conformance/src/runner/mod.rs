@@ -4,13 +4,13 @@
 //! the containers.
 //!
 //! Split by concern: [`control`] holds the run's state and everything that drives or
-//! observes the cluster, `steps` plays one scenario step, `readback` reads the
-//! acknowledged writes back, [`assemble`] turns what was recorded into a
-//! [`History`] and a [`RunResult`].
+//! observes the cluster, `steps` plays one scenario step, `end` restores the cluster
+//! and reads the acknowledged writes back, [`assemble`] turns what was recorded into
+//! a [`History`] and a [`RunResult`].
 
 pub mod assemble;
 mod control;
-mod readback;
+mod end;
 mod steps;
 
 use std::collections::{BTreeMap, BTreeSet};
