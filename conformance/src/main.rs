@@ -135,6 +135,9 @@ enum Cmd {
         /// The command line quoted in the page.
         #[arg(long, default_value = "just bench-failover")]
         command: String,
+        /// Render the page from the runs stored in this directory instead of running.
+        #[arg(long)]
+        render_from: Option<PathBuf>,
     },
     /// List scenarios (name, nodes, tags).
     List {
@@ -234,6 +237,7 @@ async fn async_main(cli: Cli) -> Result<()> {
             common,
             docs,
             command,
+            render_from,
         } => {
             let plan = Plan {
                 targets: target::parse_list(&target)?,
@@ -241,17 +245,24 @@ async fn async_main(cli: Cli) -> Result<()> {
                 soak_runs,
                 down_after_ms,
             };
-            let (all, opts) = common.open(suite::default_out_dir().with_file_name("bench"))?;
-            let session = opts.session.clone();
-            let d = docker::connect()?;
-            d.ping().await.context("docker ping")?;
-            let label = format!("{LABEL_SESSION}={session}");
-            let runs = tokio::select! {
-                r = bench::run(&all, &plan, &opts) => r?,
-                _ = tokio::signal::ctrl_c() => {
-                    eprintln!("interrupted: removing this run's containers");
-                    docker::cleanup_label(&d, &label).await?;
-                    bail!("interrupted");
+            let (all, mut opts) = common.open(suite::default_out_dir().with_file_name("bench"))?;
+            let runs = match render_from {
+                Some(dir) => bench::load_runs(&dir)?,
+                None => {
+                    // One directory per invocation, so a page renders one bench's runs.
+                    opts.out_dir = opts.out_dir.join(&opts.session);
+                    let session = opts.session.clone();
+                    let d = docker::connect()?;
+                    d.ping().await.context("docker ping")?;
+                    let label = format!("{LABEL_SESSION}={session}");
+                    tokio::select! {
+                        r = bench::run(&all, &plan, &opts) => r?,
+                        _ = tokio::signal::ctrl_c() => {
+                            eprintln!("interrupted: removing this run's containers");
+                            docker::cleanup_label(&d, &label).await?;
+                            bail!("interrupted");
+                        }
+                    }
                 }
             };
             let page = bench::render::page(&runs, &plan, &machine::describe(), &command);

@@ -101,6 +101,26 @@ pub async fn run(
     Ok(out)
 }
 
+/// Loads every run (`<id>.json` with its `<id>.history.json`) a bench wrote into
+/// `dir`, in run order: the page can be rendered again from them.
+pub fn load_runs(dir: &std::path::Path) -> Result<Vec<(RunResult, History)>> {
+    let mut out = vec![];
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        let Some(id) = name.strip_suffix(".history.json") else {
+            continue;
+        };
+        let r: RunResult = serde_json::from_slice(&std::fs::read(dir.join(format!("{id}.json")))?)?;
+        let h: History = serde_json::from_slice(&std::fs::read(&path)?)?;
+        out.push((r, h));
+    }
+    out.sort_by(|a, b| {
+        (a.0.seed, &a.0.scenario, &a.0.target).cmp(&(b.0.seed, &b.0.scenario, &b.0.target))
+    });
+    Ok(out)
+}
+
 /// Figures of one target in one scenario.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {

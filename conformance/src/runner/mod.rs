@@ -3,7 +3,7 @@
 //! cluster (unpause, restart, heal), reads every acknowledged write back, and removes
 //! the containers.
 //!
-//! Split by concern: [`control`] holds the run's state and everything that drives or
+//! Split by concern: `control` holds the run's state and everything that drives or
 //! observes the cluster, `steps` plays one scenario step, `end` restores the cluster
 //! and reads the acknowledged writes back, [`assemble`] turns what was recorded into
 //! a [`History`] and a [`RunResult`].
