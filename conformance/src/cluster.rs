@@ -1,9 +1,10 @@
 //! Cluster control: N `elector-node` containers on a fresh network, started through
 //! testcontainers, driven through bollard (kill signals, exec, inspect), always removed.
 //!
-//! Each node publishes its data port (6379 + its index) and API port (9300) on 127.0.0.1 at ports
-//! picked by the suite, so the host reaches every node through loopback even after a
-//! restart. Peers reach each other by container name on the cluster network.
+//! Each node publishes its data port (6379 + its index) and its target's control port
+//! (the elector's API 9300, a sentinel's 26379) on 127.0.0.1 at ports picked by the
+//! suite, so the host reaches every node through loopback even after a restart. Peers
+//! reach each other by container name on the cluster network.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -59,7 +60,8 @@ pub struct Node {
     pub container_name: String,
     /// Host port (on 127.0.0.1) of the data node's client port.
     pub data_port: u16,
-    /// Host port (on 127.0.0.1) of the elector's HTTP API.
+    /// Host port (on 127.0.0.1) of the target's control port: the elector's HTTP
+    /// API, or the node's sentinel.
     pub api_port: u16,
     container: Option<ContainerAsync<GenericImage>>,
 }

@@ -113,4 +113,18 @@ mod tests {
         assert!(!r.passed);
         assert_eq!(r.violations[0].nodes, vec!["n1", "n3"]);
     }
+
+    #[test]
+    fn epoch_checks_are_not_applicable_to_a_peer_and_say_so() {
+        let mut h = history(3);
+        steady(&mut h, "n1", "primary", 4, 0, 1000);
+        steady(&mut h, "n3", "primary", 4, 500, 600);
+        h.target = "redis-sentinel".into();
+        for r in [one_primary_per_epoch(&h), epochs_monotonic(&h)] {
+            assert!(r.skipped && r.passed);
+            assert!(r.notes[0].contains("not applicable"));
+        }
+        h.target = "elector+redis".into();
+        assert!(!one_primary_per_epoch(&h).passed);
+    }
 }

@@ -102,4 +102,18 @@ mod tests {
         h.final_primary = Some("n1".into());
         assert!(old_primary_follows(&h).skipped);
     }
+
+    #[test]
+    fn a_peer_old_primary_is_judged_by_its_data_node_alone() {
+        let mut h = failed_over();
+        h.target = "kevy-builtin".into();
+        let mut s = sample(5000, "n1", "replica", 0, false);
+        s.elector = None;
+        h.samples.push(s.clone());
+        assert!(old_primary_follows(&h).passed);
+        s.at_ms = 6000;
+        s.data.as_mut().unwrap().role = "master".into();
+        h.samples.push(s);
+        assert!(!old_primary_follows(&h).passed);
+    }
 }
