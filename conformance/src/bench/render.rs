@@ -85,6 +85,35 @@ fn failover_table(s: &mut String, st: &BTreeMap<(String, TargetKind), Stats>, pl
     }
 }
 
+/// Every checker that failed, per scenario and target, with its run count: the
+/// conformance verdicts behind the figures.
+fn failed_checks_table(s: &mut String, runs: &[(RunResult, History)], plan: &Plan) {
+    let mut m: BTreeMap<(&str, usize, &str), usize> = BTreeMap::new();
+    for (r, _) in runs {
+        let t = plan
+            .targets
+            .iter()
+            .position(|t| t.name() == r.target)
+            .unwrap_or(usize::MAX);
+        for c in r.checks.iter().filter(|c| !c.passed) {
+            *m.entry((r.scenario.as_str(), t, c.name.as_str()))
+                .or_default() += 1;
+        }
+    }
+    let _ = writeln!(s, "Checkers that failed (runs), per scenario and target:\n");
+    if m.is_empty() {
+        let _ = writeln!(s, "none.\n");
+        return;
+    }
+    let _ = writeln!(s, "| scenario | target | checker | runs |");
+    let _ = writeln!(s, "|---|---|---|---|");
+    for ((scn, t, check), n) in m {
+        let name = plan.targets.get(t).map_or("?", |k| k.name());
+        let _ = writeln!(s, "| {scn} | {name} | {check} | {n} |");
+    }
+    let _ = writeln!(s);
+}
+
 fn usage_table(s: &mut String, runs: &[(RunResult, History)], plan: &Plan) {
     let _ = writeln!(
         s,
@@ -233,6 +262,7 @@ pub fn page(runs: &[(RunResult, History)], plan: &Plan, machine: &Machine, comma
     let _ = writeln!(s, "## Durable failover\n");
     failover_table(&mut s, &st, plan);
     let _ = writeln!(s, "\n![durable failover per target]({CHART_FILE})\n");
+    failed_checks_table(&mut s, runs, plan);
     let _ = writeln!(s, "## False failovers in the loss soak\n");
     let _ = writeln!(
         s,
