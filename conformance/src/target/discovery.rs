@@ -104,6 +104,95 @@ pub async fn probe_write(conn: &mut DataConn, node: &str) -> Option<bool> {
 mod tests {
     use super::*;
     use crate::history::fixtures::sample;
+    use crate::workload::NodeAddrs;
+    use std::collections::BTreeMap;
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+    /// A stand-in sentinel: answers `SENTINEL get-master-addr-by-name` with
+    /// `ip port`, anything else (the client's CLIENT SETINFO) with +OK.
+    async fn fake_sentinel(port_of_master: u16) -> String {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let (r, mut w) = sock.into_split();
+                    let mut r = BufReader::new(r);
+                    loop {
+                        let mut line = String::new();
+                        if r.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let n: usize = line.trim_start_matches('*').trim().parse().unwrap_or(0);
+                        let mut args = vec![];
+                        for _ in 0..n {
+                            let mut len = String::new();
+                            r.read_line(&mut len).await.unwrap();
+                            let len: usize = len.trim_start_matches('$').trim().parse().unwrap();
+                            let mut buf = vec![0; len + 2];
+                            r.read_exact(&mut buf).await.unwrap();
+                            args.push(String::from_utf8_lossy(&buf[..len]).to_uppercase());
+                        }
+                        let reply = if args.first().map(String::as_str) == Some("SENTINEL") {
+                            let p = port_of_master.to_string();
+                            format!("*2\r\n$8\r\n10.0.0.9\r\n${}\r\n{p}\r\n", p.len())
+                        } else {
+                            "+OK\r\n".to_string()
+                        };
+                        w.write_all(reply.as_bytes()).await.unwrap();
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn clients_skip_an_unreachable_sentinel_and_stay_with_the_one_that_answered() {
+        // n1's sentinel is gone (nothing listens), n2's and n3's name n3 (port 6381).
+        let dead = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().to_string()
+        };
+        let mut nodes = BTreeMap::new();
+        nodes.insert(
+            "n1".to_string(),
+            NodeAddrs {
+                data: String::new(),
+                api: dead,
+            },
+        );
+        for id in ["n2", "n3"] {
+            let api = fake_sentinel(6381).await;
+            nodes.insert(
+                id.to_string(),
+                NodeAddrs {
+                    data: String::new(),
+                    api,
+                },
+            );
+        }
+        let rec = Recorder::new(
+            nodes,
+            Discovery::Sentinel {
+                master: "mymaster".into(),
+            },
+        );
+        assert_eq!(rec.sentinel_cursor(), 0);
+        assert_eq!(ask_sentinels(&rec, "mymaster").await, Some("n3".into()));
+        assert_eq!(
+            rec.sentinel_cursor(),
+            1,
+            "n2's sentinel answered: asked first next time"
+        );
+        rec.rediscover().await;
+        assert_eq!(rec.current_primary(), Some("n3".into()));
+        assert_eq!(
+            rec.sentinel_cursor(),
+            2,
+            "after a failed write the next sentinel is asked"
+        );
+    }
 
     #[test]
     fn a_sentinel_reply_maps_to_the_node_by_its_data_port() {
