@@ -24,7 +24,6 @@ use crate::scenario::Scenario;
 use crate::target::TargetKind;
 use crate::workload::{self, NodeAddrs, Recorder};
 
-pub use crate::target::elector::backend_election_floor_ms;
 use control::{step_err, Run};
 
 pub const POLL_INTERVAL_MS: u64 = 100;
