@@ -198,4 +198,21 @@ mod tests {
             .trim_end()
             .ends_with("exec /usr/local/bin/kevy --config /etc/peer/kevy.toml"));
     }
+
+    #[test]
+    fn kevys_elected_role_is_read_from_info_replication() {
+        // As kevy 7.0.0 with [cluster] answered on loopback: the winner of the
+        // election, then a follower (replication port = client port + 10000).
+        let primary = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n\
+            slave0:ip=127.0.0.1,port=7500,state=online,offset=0,sent=0,lag=0\r\n\
+            slave1:ip=127.0.0.1,port=7480,state=online,offset=0,sent=0,lag=0\r\n\
+            master_replid:0000000000000000000000000000000000000000\r\n";
+        let d = crate::probe::parse_info_replication(primary).unwrap();
+        assert_eq!(d.role, "master");
+        let replica = "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\n\
+            master_port:17460\r\nmaster_link_status:up\r\nmaster_last_io_seconds_ago:0\r\n";
+        let d = crate::probe::parse_info_replication(replica).unwrap();
+        assert_eq!((d.role.as_str(), d.link_up), ("slave", Some(true)));
+        assert_eq!(d.master_host.as_deref(), Some("127.0.0.1"));
+    }
 }
