@@ -90,8 +90,8 @@ fn free_port() -> Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// First `10.213.K.0/24` no existing Docker network uses.
-async fn fresh_subnet(docker: &Docker) -> Result<String> {
+/// The `skip`-th `10.213.K.0/24` no existing Docker network uses.
+async fn fresh_subnet(docker: &Docker, skip: usize) -> Result<String> {
     let nets = docker.list_networks(None::<ListNetworksOptions>).await?;
     let used: Vec<String> = nets
         .iter()
@@ -101,8 +101,54 @@ async fn fresh_subnet(docker: &Docker) -> Result<String> {
         .collect();
     (0..=255)
         .map(|k| format!("10.213.{k}.0/24"))
-        .find(|s| !used.contains(s))
+        .filter(|s| !used.contains(s))
+        .nth(skip)
         .ok_or_else(|| Error::Cluster("no free 10.213.x.0/24 subnet".into()))
+}
+
+/// Attempts at creating the run's network.
+const NETWORK_ATTEMPTS: usize = 8;
+
+/// Creates the run's network on a free subnet. Several suite processes share one
+/// engine (the lead's runs and a bench, say): two may pick the same free subnet at
+/// once, and a network being removed keeps its pool for a moment, so the engine
+/// answers "Pool overlaps"; then the next free subnet is tried after a pause.
+async fn create_network(
+    docker: &Docker,
+    name: &str,
+    labels: &HashMap<String, String>,
+) -> Result<String> {
+    let mut last = None;
+    for attempt in 0..NETWORK_ATTEMPTS {
+        let subnet = fresh_subnet(docker, attempt).await?;
+        let gateway = subnet.replace(".0/24", ".1");
+        let created = docker
+            .create_network(NetworkCreateRequest {
+                name: name.to_string(),
+                driver: Some("bridge".into()),
+                ipam: Some(Ipam {
+                    config: Some(vec![IpamConfig {
+                        subnet: Some(subnet.clone()),
+                        gateway: Some(gateway),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                labels: Some(labels.clone()),
+                ..Default::default()
+            })
+            .await;
+        match created {
+            Ok(_) => return Ok(subnet),
+            Err(e) if e.to_string().contains("overlaps") => {
+                tracing::debug!(%subnet, attempt, "subnet taken meanwhile: {e}");
+                last = Some(e);
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last.map_or_else(|| Error::Cluster("no network created".into()), Error::from))
 }
 
 fn split_image(image: &str) -> (String, String) {
@@ -118,29 +164,12 @@ impl Cluster {
         let docker = docker::connect()?;
         let run_label = format!("{LABEL_RUN}={}", cfg.run_id);
         let network = format!("cf-{}", cfg.run_id);
-        let subnet = fresh_subnet(&docker).await?;
-        let gateway = subnet.replace(".0/24", ".1");
         let labels = HashMap::from([
             (LABEL_SUITE.to_string(), "1".to_string()),
             (LABEL_RUN.to_string(), cfg.run_id.clone()),
             (LABEL_SESSION.to_string(), cfg.session.clone()),
         ]);
-        docker
-            .create_network(NetworkCreateRequest {
-                name: network.clone(),
-                driver: Some("bridge".into()),
-                ipam: Some(Ipam {
-                    config: Some(vec![IpamConfig {
-                        subnet: Some(subnet.clone()),
-                        gateway: Some(gateway),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-                labels: Some(labels.clone()),
-                ..Default::default()
-            })
-            .await?;
+        let subnet = create_network(&docker, &network, &labels).await?;
         let mut cluster = Cluster {
             docker,
             network,

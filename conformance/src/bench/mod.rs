@@ -70,6 +70,16 @@ pub fn scenarios(all: &[Scenario], plan: &Plan) -> Result<(Vec<Scenario>, Scenar
     Ok((failover, find(SOAK_SCENARIO)?))
 }
 
+/// Attempts at a run whose cluster did not start (the harness failed, not the target).
+const START_ATTEMPTS: usize = 3;
+
+/// The cluster never started: nothing was measured, the target is not to blame.
+pub fn harness_failed(r: &RunResult) -> bool {
+    r.error
+        .as_deref()
+        .is_some_and(|e| e.starts_with("cluster start"))
+}
+
 /// Plays the plan, interleaving targets inside every seed; writes each run's
 /// report files into `opts.out_dir` as it goes. Returns results and histories.
 pub async fn run(
@@ -90,8 +100,21 @@ pub async fn run(
         }
         for scn in this_seed {
             for &t in &plan.targets {
-                run_no += 1;
-                let (r, h) = run_scenario(scn, t, seed, opts, run_no).await;
+                let mut attempt = 0;
+                let (r, h) = loop {
+                    attempt += 1;
+                    run_no += 1;
+                    let (r, h) = run_scenario(scn, t, seed, opts, run_no).await;
+                    if !harness_failed(&r) || attempt >= START_ATTEMPTS {
+                        break (r, h);
+                    }
+                    tracing::warn!(
+                        "{}: {} (attempt {attempt}); again",
+                        r.id(),
+                        r.error.as_deref().unwrap_or("")
+                    );
+                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+                };
                 report::write_run(&opts.out_dir, &r, &h)?;
                 report::log_run(&r);
                 out.push((r, h));
@@ -136,6 +159,8 @@ pub struct Stats {
     /// (soak: a false failover).
     pub failovers: usize,
     pub errors: usize,
+    /// Runs whose cluster never started: not counted anywhere else.
+    pub not_started: usize,
     /// Run ids with lost writes or two writable primaries.
     pub evidence: Vec<String>,
 }
@@ -178,6 +203,10 @@ pub fn stats(runs: &[(RunResult, History)]) -> BTreeMap<(String, TargetKind), St
             continue;
         };
         let s = m.entry((r.scenario.clone(), kind)).or_default();
+        if harness_failed(r) {
+            s.not_started += 1;
+            continue;
+        }
         s.runs += 1;
         if r.error.is_some() {
             s.errors += 1;
@@ -228,7 +257,17 @@ mod tests {
                 as_target(r.clone(), TargetKind::ElectorKevy, Some(6000)),
                 h.clone(),
             ),
-            (as_target(r, TargetKind::KevyBuiltin, None), h),
+            (
+                as_target(r.clone(), TargetKind::KevyBuiltin, None),
+                h.clone(),
+            ),
+            (
+                RunResult {
+                    error: Some("cluster start: docker: Pool overlaps".into()),
+                    ..as_target(r, TargetKind::KevyBuiltin, None)
+                },
+                h,
+            ),
         ];
         let m = stats(&runs);
         let ours = &m[&("primary-kill".to_string(), TargetKind::ElectorKevy)];
@@ -236,6 +275,11 @@ mod tests {
         assert_eq!(ours.summary(), Some((6000, 7000, 5000, 7000)));
         let peer = &m[&("primary-kill".to_string(), TargetKind::KevyBuiltin)];
         assert_eq!((peer.runs, peer.summary()), (1, None));
+        assert_eq!(
+            (peer.not_started, peer.errors),
+            (1, 0),
+            "a cluster that never started is no run"
+        );
     }
 
     #[test]

@@ -79,7 +79,14 @@ fn failover_table(s: &mut String, st: &BTreeMap<(String, TargetKind), Stats>, pl
                 gap.map_or("-".into(), ms),
                 x.lost,
                 x.split_windows,
-                x.errors,
+                if x.not_started > 0 {
+                    format!(
+                        "{} (+{} clusters that never started, not counted)",
+                        x.errors, x.not_started
+                    )
+                } else {
+                    x.errors.to_string()
+                },
             );
         }
     }
