@@ -394,6 +394,26 @@ impl<'a> Run<'a> {
         Ok(notes.join("; "))
     }
 
+    /// Waits until the target is ready to fail over, as a deployment that has run
+    /// for a while is: every sentinel knows every replica and every other sentinel
+    /// (Sentinel learns replicas from the primary's INFO every 10 s; killing the
+    /// primary before that leaves it nobody to promote). Our electors and kevy's
+    /// are ready once they have elected.
+    pub(super) async fn wait_settled(&self, deadline: tokio::time::Instant) -> Result<()> {
+        let crate::target::Discovery::Sentinel { master } = &self.rec.discovery else {
+            return Ok(());
+        };
+        loop {
+            let Some(gap) = discovery::sentinels_unsettled(&self.rec, master).await else {
+                return Ok(());
+            };
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::Cluster(format!("sentinels not settled: {gap}")));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
     /// Memory and CPU of the target's control processes on every running node.
     pub(super) async fn control_usage(&self) -> Vec<crate::usage::ProcUsage> {
         let names = self.target.control_processes();

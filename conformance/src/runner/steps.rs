@@ -39,7 +39,9 @@ impl Run<'_> {
         let none = BTreeSet::new();
         match step {
             Step::WaitPrimary(d) => {
+                let deadline = tokio::time::Instant::now() + d.as_duration();
                 let p = self.wait_primary(d.as_duration(), None).await?;
+                self.wait_settled(deadline).await?;
                 if self.initial_primary.is_none() {
                     self.initial_primary = Some(p.clone());
                 }

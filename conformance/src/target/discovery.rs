@@ -89,6 +89,63 @@ pub async fn ask_sentinels(rec: &Recorder, master: &str) -> Option<String> {
     None
 }
 
+/// A `SENTINEL MASTER <name>` reply (a flat field, value list) as pairs.
+pub fn parse_fields(reply: &redis::Value) -> Vec<(String, String)> {
+    let redis::Value::Array(items) = reply else {
+        return vec![];
+    };
+    let text = |v: &redis::Value| match v {
+        redis::Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
+        redis::Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    };
+    items
+        .chunks(2)
+        .filter_map(|kv| match kv {
+            [k, v] => Some((text(k)?, text(v)?)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What keeps one sentinel from being ready to fail over a cluster of `nodes`:
+/// it must know every replica and every other sentinel (it learns replicas from
+/// the primary's INFO every 10 s, and can only promote one it knows).
+pub fn sentinel_gap(fields: &[(String, String)], nodes: usize) -> Option<String> {
+    let get = |k: &str| {
+        fields
+            .iter()
+            .find(|(f, _)| f == k)
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+    };
+    let want = nodes.saturating_sub(1);
+    match (get("num-slaves"), get("num-other-sentinels")) {
+        (Some(r), Some(o)) if r >= want && o >= want => None,
+        (r, o) => Some(format!(
+            "knows {r:?} replicas and {o:?} other sentinels of {want} each"
+        )),
+    }
+}
+
+/// `None` once every sentinel is ready to fail over (see [`sentinel_gap`]),
+/// else what is missing where.
+pub async fn sentinels_unsettled(rec: &Recorder, master: &str) -> Option<String> {
+    let n = rec.nodes.len();
+    for (id, addrs) in &rec.nodes {
+        let mut conn = DataConn::new(&addrs.api, Duration::from_millis(300));
+        let mut cmd = redis::cmd("SENTINEL");
+        cmd.arg("master").arg(master);
+        let gap = match conn.query::<redis::Value>(&cmd).await {
+            Ok(v) => sentinel_gap(&parse_fields(&v), n),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(g) = gap {
+            return Some(format!("sentinel on {id}: {g}"));
+        }
+    }
+    None
+}
+
 /// Tries a write on a master (peers): `Some(true)` accepted, `Some(false)` refused.
 pub async fn probe_write(conn: &mut DataConn, node: &str) -> Option<bool> {
     let mut cmd = redis::cmd("SET");
@@ -145,6 +202,35 @@ mod tests {
             }
         });
         addr
+    }
+
+    #[test]
+    fn a_sentinel_is_ready_once_it_knows_every_replica_and_every_other_sentinel() {
+        use redis::Value;
+        let reply = |slaves: &str, others: &str| {
+            Value::Array(
+                [
+                    "name",
+                    "mymaster",
+                    "num-slaves",
+                    slaves,
+                    "num-other-sentinels",
+                    others,
+                    "quorum",
+                    "2",
+                ]
+                .iter()
+                .map(|s| Value::BulkString(s.as_bytes().to_vec()))
+                .collect(),
+            )
+        };
+        assert_eq!(sentinel_gap(&parse_fields(&reply("2", "2")), 3), None);
+        let gap = sentinel_gap(&parse_fields(&reply("1", "2")), 3).unwrap();
+        assert!(gap.contains("Some(1) replicas"), "{gap}");
+        assert!(sentinel_gap(&parse_fields(&reply("4", "3")), 5)
+            .unwrap()
+            .contains("other sentinels"));
+        assert!(sentinel_gap(&parse_fields(&Value::Nil), 3).is_some());
     }
 
     #[tokio::test]
