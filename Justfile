@@ -81,9 +81,11 @@ conformance-heal-long:
 conformance-full:
     cargo run -p conformance --release -- run --suite full --seeds 3 --backend both
 
-# measure failover time (SIGKILL of the primary -> first acknowledged write)
+# failover side by side: our elector (kevy, Redis), kevy's built-in election, Redis Sentinel; primary-kill and isolate-primary BENCH_RUNS times each (default 10), the loss soak BENCH_SOAK_RUNS times (default 2), all at BENCH_DOWN_AFTER_MS (default 5000); BENCH_TARGETS picks targets (default all); writes docs/benchmarks.md and its chart
 bench-failover:
-    cargo run -p conformance --release -- run --scenario primary-kill --seeds 5 --backend both
+    scripts/install-deps.sh
+    scripts/build-images.sh
+    cargo run -p conformance --release -- bench --target "${BENCH_TARGETS:-all}" --docs docs --command "just bench-failover"
 
 # the elector and Redis Sentinel side by side on loopback (BENCH_RUNS, BENCH_DOWN_AFTER_MS)
 bench-sentinel:

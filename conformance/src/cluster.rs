@@ -1,9 +1,10 @@
 //! Cluster control: N `elector-node` containers on a fresh network, started through
 //! testcontainers, driven through bollard (kill signals, exec, inspect), always removed.
 //!
-//! Each node publishes its data port (6379 + its index) and API port (9300) on 127.0.0.1 at ports
-//! picked by the suite, so the host reaches every node through loopback even after a
-//! restart. Peers reach each other by container name on the cluster network.
+//! Each node publishes its data port (6379 + its index) and its target's control port
+//! (the elector's API 9300, a sentinel's 26379) on 127.0.0.1 at ports picked by the
+//! suite, so the host reaches every node through loopback even after a restart. Peers
+//! reach each other by container name on the cluster network.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,6 +21,10 @@ use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use crate::docker::{self, LABEL_RUN, LABEL_SESSION, LABEL_SUITE};
 use crate::error::{Error, Result};
 use crate::scenario::Timings;
+use crate::target::{Member, TargetKind, Topology};
+
+/// Node k's data node listens on `DATA_PORT_BASE + k` inside its container.
+pub const DATA_PORT_BASE: u16 = 6379;
 
 /// Kernel neighbour-cache settings applied in every node's network namespace
 /// (the lab's compose files set the same): a killed node's address stops
@@ -39,7 +44,8 @@ pub struct ClusterConfig {
     /// Labels everything one process creates (`io.elector.conformance.session`).
     pub session: String,
     pub nodes: usize,
-    pub backend: String,
+    /// What runs in the containers (our elector with a backend, or a peer).
+    pub target: TargetKind,
     pub timings: Timings,
     pub elector_bin: String,
     pub extra_yaml: Option<String>,
@@ -54,7 +60,8 @@ pub struct Node {
     pub container_name: String,
     /// Host port (on 127.0.0.1) of the data node's client port.
     pub data_port: u16,
-    /// Host port (on 127.0.0.1) of the elector's HTTP API.
+    /// Host port (on 127.0.0.1) of the target's control port: the elector's HTTP
+    /// API, or the node's sentinel.
     pub api_port: u16,
     container: Option<ContainerAsync<GenericImage>>,
 }
@@ -83,8 +90,8 @@ fn free_port() -> Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// First `10.213.K.0/24` no existing Docker network uses.
-async fn fresh_subnet(docker: &Docker) -> Result<String> {
+/// The `skip`-th `10.213.K.0/24` no existing Docker network uses.
+async fn fresh_subnet(docker: &Docker, skip: usize) -> Result<String> {
     let nets = docker.list_networks(None::<ListNetworksOptions>).await?;
     let used: Vec<String> = nets
         .iter()
@@ -94,8 +101,54 @@ async fn fresh_subnet(docker: &Docker) -> Result<String> {
         .collect();
     (0..=255)
         .map(|k| format!("10.213.{k}.0/24"))
-        .find(|s| !used.contains(s))
+        .filter(|s| !used.contains(s))
+        .nth(skip)
         .ok_or_else(|| Error::Cluster("no free 10.213.x.0/24 subnet".into()))
+}
+
+/// Attempts at creating the run's network.
+const NETWORK_ATTEMPTS: usize = 8;
+
+/// Creates the run's network on a free subnet. Several suite processes share one
+/// engine (the lead's runs and a bench, say): two may pick the same free subnet at
+/// once, and a network being removed keeps its pool for a moment, so the engine
+/// answers "Pool overlaps"; then the next free subnet is tried after a pause.
+async fn create_network(
+    docker: &Docker,
+    name: &str,
+    labels: &HashMap<String, String>,
+) -> Result<String> {
+    let mut last = None;
+    for attempt in 0..NETWORK_ATTEMPTS {
+        let subnet = fresh_subnet(docker, attempt).await?;
+        let gateway = subnet.replace(".0/24", ".1");
+        let created = docker
+            .create_network(NetworkCreateRequest {
+                name: name.to_string(),
+                driver: Some("bridge".into()),
+                ipam: Some(Ipam {
+                    config: Some(vec![IpamConfig {
+                        subnet: Some(subnet.clone()),
+                        gateway: Some(gateway),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
+                labels: Some(labels.clone()),
+                ..Default::default()
+            })
+            .await;
+        match created {
+            Ok(_) => return Ok(subnet),
+            Err(e) if e.to_string().contains("overlaps") => {
+                tracing::debug!(%subnet, attempt, "subnet taken meanwhile: {e}");
+                last = Some(e);
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(last.map_or_else(|| Error::Cluster("no network created".into()), Error::from))
 }
 
 fn split_image(image: &str) -> (String, String) {
@@ -111,29 +164,12 @@ impl Cluster {
         let docker = docker::connect()?;
         let run_label = format!("{LABEL_RUN}={}", cfg.run_id);
         let network = format!("cf-{}", cfg.run_id);
-        let subnet = fresh_subnet(&docker).await?;
-        let gateway = subnet.replace(".0/24", ".1");
         let labels = HashMap::from([
             (LABEL_SUITE.to_string(), "1".to_string()),
             (LABEL_RUN.to_string(), cfg.run_id.clone()),
             (LABEL_SESSION.to_string(), cfg.session.clone()),
         ]);
-        docker
-            .create_network(NetworkCreateRequest {
-                name: network.clone(),
-                driver: Some("bridge".into()),
-                ipam: Some(Ipam {
-                    config: Some(vec![IpamConfig {
-                        subnet: Some(subnet.clone()),
-                        gateway: Some(gateway),
-                        ..Default::default()
-                    }]),
-                    ..Default::default()
-                }),
-                labels: Some(labels.clone()),
-                ..Default::default()
-            })
-            .await?;
+        let subnet = create_network(&docker, &network, &labels).await?;
         let mut cluster = Cluster {
             docker,
             network,
@@ -168,16 +204,38 @@ impl Cluster {
             .collect::<Vec<_>>()
             .join(",");
         let (image_name, tag) = split_image(&cfg.image);
+        let target = cfg.target.target();
+        let topo = Topology {
+            members: ids
+                .iter()
+                .zip(&names)
+                .enumerate()
+                .map(|(k, (id, name))| Member {
+                    id: id.clone(),
+                    host: name.clone(),
+                    data_port: DATA_PORT_BASE + k as u16,
+                })
+                .collect(),
+            timings: cfg.timings.clone(),
+        };
         let mut starts = vec![];
         for (k, (id, name)) in ids.iter().zip(&names).enumerate() {
             // The entrypoint gives node k the data port 6379 + k (PEERS order):
             // kevy 7 tells replicas apart by client port only, so `WAIT 2`
-            // needs every node on its own port.
-            let inner_data_port = 6379 + k as u16;
+            // needs every node on its own port. Peer targets use the same ports.
+            let inner_data_port = topo.members[k].data_port;
+            let spec = target.node_spec(&topo, k);
+            let control_port = spec
+                .control_port
+                .unwrap_or(crate::target::elector::API_PORT);
             let data_port = free_port()?;
             let api_port = free_port()?;
             let t = &cfg.timings;
-            let mut req = GenericImage::new(image_name.clone(), tag.clone())
+            let mut image = GenericImage::new(image_name.clone(), tag.clone());
+            if spec.script.is_some() {
+                image = image.with_entrypoint("/bin/sh");
+            }
+            let mut req = image
                 .with_wait_for(WaitFor::Nothing)
                 .with_container_name(name.clone())
                 .with_hostname(name.clone())
@@ -185,10 +243,10 @@ impl Cluster {
                 .with_cap_add("NET_ADMIN")
                 .with_labels(labels.clone())
                 .with_mapped_port(data_port, inner_data_port.tcp())
-                .with_mapped_port(api_port, 9300.tcp())
+                .with_mapped_port(api_port, control_port.tcp())
                 .with_env_var("NODE_ID", id.clone())
                 .with_env_var("PEERS", peers.clone())
-                .with_env_var("BACKEND", cfg.backend.clone())
+                .with_env_var("BACKEND", cfg.target.backend())
                 .with_env_var("ELECTOR_BIN", cfg.elector_bin.clone())
                 .with_env_var("HB_INTERVAL_MS", t.hb_interval_ms.to_string())
                 .with_env_var("DOWN_AFTER_MS", t.down_after_ms.to_string())
@@ -224,6 +282,9 @@ impl Cluster {
             }
             for (key, value) in &cfg.env {
                 req = req.with_env_var(key.clone(), value.clone());
+            }
+            if let Some(script) = spec.script {
+                req = req.with_cmd(["-c".to_string(), script]);
             }
             let node_id = id.clone();
             let name = name.clone();

@@ -63,6 +63,10 @@ pub struct DataObs {
     pub master_host: Option<String>,
     #[serde(default)]
     pub link_up: Option<bool>,
+    /// Whether a probe write was accepted (peer targets only: a kevy primary
+    /// that lost its quorum still reports `role:master` but refuses writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accepts_writes: Option<bool>,
 }
 
 /// What an elector's `/status` said.
@@ -86,10 +90,13 @@ pub struct Sample {
 }
 
 impl Sample {
-    /// Writable primary: data node is a master and its elector does not say it is fenced.
+    /// Writable primary: data node is a master, its elector does not say it is
+    /// fenced, and a probe write (when one was tried) was accepted.
     pub fn writable(&self) -> bool {
         match &self.data {
-            Some(d) if d.role == "master" => !self.elector.as_ref().is_some_and(|e| e.fenced),
+            Some(d) if d.role == "master" && d.accepts_writes != Some(false) => {
+                !self.elector.as_ref().is_some_and(|e| e.fenced)
+            }
             _ => false,
         }
     }
@@ -153,6 +160,10 @@ pub struct History {
     #[serde(default)]
     pub writers_stopped_ms: Option<Ms>,
     pub end_ms: Ms,
+    /// The target that ran (`elector+kevy`, `redis-sentinel`, ...); empty in
+    /// histories recorded before targets existed (= our elector).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub target: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -268,6 +279,12 @@ impl History {
         m.into_iter().map(|(k, v)| (k, merge(v))).collect()
     }
 
+    /// Whether electors were observed (our targets): the epoch and `/status`
+    /// checks need them.
+    pub fn has_electors(&self) -> bool {
+        self.target.is_empty() || self.target.starts_with("elector")
+    }
+
     /// The first primary-removing fault, if any.
     pub fn first_primary_fault(&self) -> Option<&FaultEvent> {
         self.faults.iter().find(|f| f.removes_primary)
@@ -309,6 +326,7 @@ pub(crate) mod fixtures {
                 offset: Some(0),
                 master_host: None,
                 link_up: Some(true),
+                accepts_writes: None,
             }),
             elector: Some(ElectorObs {
                 role: role.into(),

@@ -6,6 +6,7 @@
 //! [`docker`], [`workload`], [`runner`].
 #![forbid(unsafe_code)]
 
+pub mod bench;
 pub mod checkers;
 pub mod cluster;
 pub mod docker;
@@ -19,6 +20,8 @@ pub mod runner;
 pub mod scenario;
 pub mod smoke;
 pub mod suite;
+pub mod target;
+pub mod usage;
 pub mod workload;
 
 pub use error::{Error, Result};

@@ -6,11 +6,28 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
+use conformance::bench::{self, Plan};
 use conformance::docker::{self, LABEL_SESSION, LABEL_SUITE};
 use conformance::report;
 use conformance::runner::RunOptions;
 use conformance::scenario::Scenario;
 use conformance::suite::{self, Selection};
+use conformance::target::{self, TargetKind};
+
+mod machine;
+
+/// Labels this process's containers and networks: unique enough across the
+/// processes that share one Docker engine.
+fn session_id() -> Result<String> {
+    Ok(format!(
+        "{:x}",
+        std::process::id() as u64
+            ^ (std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)?
+                .as_secs()
+                & 0xfff)
+    ))
+}
 
 #[derive(Parser)]
 #[command(
@@ -35,6 +52,39 @@ enum BackendArg {
     Both,
 }
 
+/// Options every command that runs scenarios takes.
+#[derive(clap::Args)]
+struct CommonArgs {
+    #[arg(long, default_value = "elector-node:latest")]
+    image: String,
+    /// Scenario directory (default: the crate's scenarios/).
+    #[arg(long)]
+    scenario_dir: Option<PathBuf>,
+    /// Report directory (default: target/conformance; target/bench for bench).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Upper bound on one scenario's steps, in seconds.
+    #[arg(long, default_value_t = 300)]
+    max_scenario_s: u64,
+}
+
+impl CommonArgs {
+    /// The scenarios in the directory, and the run options.
+    fn open(self, default_out: PathBuf) -> Result<(Vec<Scenario>, RunOptions)> {
+        let dir = self
+            .scenario_dir
+            .unwrap_or_else(suite::default_scenario_dir);
+        let all = Scenario::load_dir(&dir)?;
+        let opts = RunOptions {
+            image: self.image,
+            out_dir: self.out.unwrap_or(default_out),
+            session: session_id()?,
+            max_scenario: Duration::from_secs(self.max_scenario_s),
+        };
+        Ok((all, opts))
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Run scenarios against containers and print the summary.
@@ -49,19 +99,45 @@ enum Cmd {
         tag: Option<String>,
         #[arg(long, default_value_t = 1)]
         seeds: u64,
+        /// Our elector's data node(s); ignored when --target is given.
         #[arg(long, value_enum, default_value = "kevy")]
         backend: BackendArg,
-        #[arg(long, default_value = "elector-node:latest")]
-        image: String,
-        /// Scenario directory (default: the crate's scenarios/).
+        /// Targets, comma-separated or `all`: elector+kevy, elector+redis,
+        /// kevy-builtin, redis-sentinel. Overrides --backend.
         #[arg(long)]
-        scenario_dir: Option<PathBuf>,
-        /// Report directory (default: target/conformance).
+        target: Option<String>,
+        /// Run every scenario with this failure-detection time (down_after).
         #[arg(long)]
-        out: Option<PathBuf>,
-        /// Upper bound on one scenario's steps, in seconds.
-        #[arg(long, default_value_t = 300)]
-        max_scenario_s: u64,
+        down_after_ms: Option<u64>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Failover benchmark: every target, primary-kill and isolate-primary repeated,
+    /// the loss soak, runs interleaved; writes docs/benchmarks.md and its chart.
+    Bench {
+        /// Targets, comma-separated or `all`.
+        #[arg(long, default_value = "all")]
+        target: String,
+        /// Runs of each failover scenario per target.
+        #[arg(long, env = "BENCH_RUNS", default_value_t = 10)]
+        runs: u64,
+        /// Runs of the loss soak per target.
+        #[arg(long, env = "BENCH_SOAK_RUNS", default_value_t = 2)]
+        soak_runs: u64,
+        /// Detection time for every target (kevy's built-in one is fixed at 5000 ms).
+        #[arg(long, env = "BENCH_DOWN_AFTER_MS", default_value_t = 5000)]
+        down_after_ms: u64,
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Where the page and chart go.
+        #[arg(long, default_value = "docs")]
+        docs: PathBuf,
+        /// The command line quoted in the page.
+        #[arg(long, default_value = "just bench-failover")]
+        command: String,
+        /// Render the page from the runs stored in this directory instead of running.
+        #[arg(long)]
+        render_from: Option<PathBuf>,
     },
     /// List scenarios (name, nodes, tags).
     List {
@@ -93,7 +169,10 @@ fn main() -> Result<()> {
         .with_target(false)
         .init();
     let cli = Cli::parse();
-    if matches!(cli.cmd, Cmd::Run { .. } | Cmd::Smoke { .. }) {
+    if matches!(
+        cli.cmd,
+        Cmd::Run { .. } | Cmd::Smoke { .. } | Cmd::Bench { .. }
+    ) {
         // Before any runtime thread exists: testcontainers' client needs it on old engines.
         docker::install_api_proxy().context("talking to the Docker engine")?;
     }
@@ -130,7 +209,8 @@ async fn async_main(cli: Cli) -> Result<()> {
                 run_id: session.clone(),
                 session,
                 nodes,
-                backend,
+                target: TargetKind::for_backend(&backend)
+                    .with_context(|| format!("backend {backend}: kevy or redis"))?,
                 timings: Default::default(),
                 elector_bin,
                 extra_yaml: None,
@@ -149,19 +229,71 @@ async fn async_main(cli: Cli) -> Result<()> {
             println!("removed {c} containers and {n} networks");
             Ok(())
         }
+        Cmd::Bench {
+            target,
+            runs,
+            soak_runs,
+            down_after_ms,
+            common,
+            docs,
+            command,
+            render_from,
+        } => {
+            let plan = Plan {
+                targets: target::parse_list(&target)?,
+                runs,
+                soak_runs,
+                down_after_ms,
+            };
+            let (all, mut opts) = common.open(suite::default_out_dir().with_file_name("bench"))?;
+            let runs = match render_from {
+                Some(dir) => bench::load_runs(&dir)?,
+                None => {
+                    // One directory per invocation, so a page renders one bench's runs.
+                    opts.out_dir = opts.out_dir.join(&opts.session);
+                    let session = opts.session.clone();
+                    let d = docker::connect()?;
+                    d.ping().await.context("docker ping")?;
+                    let label = format!("{LABEL_SESSION}={session}");
+                    tokio::select! {
+                        r = bench::run(&all, &plan, &opts) => r?,
+                        _ = tokio::signal::ctrl_c() => {
+                            eprintln!("interrupted: removing this run's containers");
+                            docker::cleanup_label(&d, &label).await?;
+                            bail!("interrupted");
+                        }
+                    }
+                }
+            };
+            let page = bench::render::page(&runs, &plan, &machine::describe(), &command);
+            std::fs::create_dir_all(&docs)?;
+            std::fs::write(docs.join("benchmarks.md"), &page.markdown)?;
+            for (file, content) in &page.files {
+                let path = docs.join(file);
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)?;
+                }
+                std::fs::write(path, content)?;
+            }
+            println!("{}", page.markdown);
+            println!(
+                "wrote {}/benchmarks.md; per-run reports in {}",
+                docs.display(),
+                opts.out_dir.display()
+            );
+            Ok(())
+        }
         Cmd::Run {
             suite: which,
             scenarios,
             tag,
             seeds,
             backend,
-            image,
-            scenario_dir,
-            out,
-            max_scenario_s,
+            target: target_arg,
+            down_after_ms,
+            common,
         } => {
-            let dir = scenario_dir.unwrap_or_else(suite::default_scenario_dir);
-            let all = Scenario::load_dir(&dir)?;
+            let (all, opts) = common.open(suite::default_out_dir())?;
             let sel = if !scenarios.is_empty() {
                 Selection::Named(scenarios)
             } else if let Some(tag) = tag {
@@ -171,31 +303,24 @@ async fn async_main(cli: Cli) -> Result<()> {
             } else {
                 Selection::Quick
             };
-            let chosen = suite::select(all, &sel)?;
-            let backends: Vec<String> = match backend {
-                BackendArg::Kevy => vec!["kevy".into()],
-                BackendArg::Redis => vec!["redis".into()],
-                BackendArg::Both => vec!["kevy".into(), "redis".into()],
+            let mut chosen = suite::select(all, &sel)?;
+            if let Some(ms) = down_after_ms {
+                for s in &mut chosen {
+                    s.timings.down_after_ms = ms;
+                }
+            }
+            let targets: Vec<TargetKind> = match (target_arg, backend) {
+                (Some(t), _) => target::parse_list(&t)?,
+                (None, BackendArg::Kevy) => vec![TargetKind::ElectorKevy],
+                (None, BackendArg::Redis) => vec![TargetKind::ElectorRedis],
+                (None, BackendArg::Both) => vec![TargetKind::ElectorKevy, TargetKind::ElectorRedis],
             };
-            let session = format!(
-                "{:x}",
-                std::process::id() as u64
-                    ^ (std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)?
-                        .as_secs()
-                        & 0xfff)
-            );
-            let opts = RunOptions {
-                image,
-                out_dir: out.unwrap_or_else(suite::default_out_dir),
-                session: session.clone(),
-                max_scenario: Duration::from_secs(max_scenario_s),
-            };
+            let session = opts.session.clone();
             let d = docker::connect()?;
             d.ping().await.context("docker ping")?;
             let label = format!("{LABEL_SESSION}={session}");
             let results = tokio::select! {
-                r = suite::run_suite(&chosen, &backends, seeds, &opts) => r?,
+                r = suite::run_suite(&chosen, &targets, seeds, &opts) => r?,
                 _ = tokio::signal::ctrl_c() => {
                     eprintln!("interrupted: removing this run's containers");
                     docker::cleanup_label(&d, &label).await?;

@@ -1,4 +1,5 @@
-//! Suite selection and the loop over scenarios x backends x seeds.
+//! Suite selection and the loop over seeds x scenarios x targets (targets
+//! innermost, so targets interleave: A seed 1, B seed 1, ..., A seed 2).
 
 use std::path::{Path, PathBuf};
 
@@ -6,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::report::{self, RunResult};
 use crate::runner::{run_scenario, RunOptions};
 use crate::scenario::Scenario;
+use crate::target::TargetKind;
 
 /// Which scenarios to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,10 +70,22 @@ pub fn select(all: Vec<Scenario>, sel: &Selection) -> Result<Vec<Scenario>> {
     Ok(chosen)
 }
 
-/// Backends a scenario runs on: its pinned one, else the requested ones.
-pub fn backends_for(s: &Scenario, requested: &[String]) -> Vec<String> {
+/// Targets a scenario runs on: the requested ones, or, when the scenario pins a
+/// backend, the requested ones on that backend (our elector on it if none is).
+pub fn targets_for(s: &Scenario, requested: &[TargetKind]) -> Vec<TargetKind> {
     match &s.backend {
-        Some(b) => vec![b.clone()],
+        Some(b) => {
+            let on: Vec<TargetKind> = requested
+                .iter()
+                .copied()
+                .filter(|t| t.backend() == b)
+                .collect();
+            if on.is_empty() {
+                TargetKind::for_backend(b).into_iter().collect()
+            } else {
+                on
+            }
+        }
         None => requested.to_vec(),
     }
 }
@@ -80,7 +94,7 @@ pub fn backends_for(s: &Scenario, requested: &[String]) -> Vec<String> {
 /// after each run (so a crash keeps what was measured). Returns all results.
 pub async fn run_suite(
     scenarios: &[Scenario],
-    backends: &[String],
+    targets: &[TargetKind],
     seeds: u64,
     opts: &RunOptions,
 ) -> Result<Vec<RunResult>> {
@@ -88,23 +102,11 @@ pub async fn run_suite(
     let mut run_no = 0;
     for seed in 1..=seeds {
         for s in scenarios {
-            for b in backends_for(s, backends) {
+            for t in targets_for(s, targets) {
                 run_no += 1;
-                let (r, h) = run_scenario(s, &b, seed, opts, run_no).await;
+                let (r, h) = run_scenario(s, t, seed, opts, run_no).await;
                 report::write_run(&opts.out_dir, &r, &h)?;
-                let verdict = if r.passed { "PASS" } else { "FAIL" };
-                tracing::info!(
-                    "{verdict} {} (failover {:?} ms, {} acked, {} lost, {} violations{})",
-                    r.id(),
-                    r.metrics.failover_ms,
-                    r.metrics.acknowledged,
-                    r.metrics.lost_acknowledged,
-                    r.metrics.violations,
-                    r.error
-                        .as_deref()
-                        .map(|e| format!(", error: {e}"))
-                        .unwrap_or_default()
-                );
+                report::log_run(&r);
                 results.push(r);
                 report::write_summary(&opts.out_dir, &results)?;
             }
@@ -128,8 +130,8 @@ mod tests {
         for s in &q {
             assert!(s.has_tag("quick"));
             assert_eq!(
-                backends_for(s, &["kevy".to_string()]),
-                vec!["kevy".to_string()]
+                targets_for(s, &[TargetKind::ElectorKevy]),
+                vec![TargetKind::ElectorKevy]
             );
         }
     }
@@ -141,6 +143,20 @@ mod tests {
         let long = select(all(), &Selection::Tagged("long".into())).unwrap();
         assert!(long.iter().any(|s| s.name == "heal-replica-5m"));
         assert_eq!(full.len() + long.len(), all().len());
+    }
+
+    #[test]
+    fn a_scenario_pinned_to_redis_runs_on_the_requested_redis_targets_only() {
+        let mut s = all().into_iter().next().unwrap();
+        s.backend = Some("redis".into());
+        assert_eq!(
+            targets_for(&s, &TargetKind::ALL),
+            vec![TargetKind::ElectorRedis, TargetKind::RedisSentinel]
+        );
+        assert_eq!(
+            targets_for(&s, &[TargetKind::KevyBuiltin]),
+            vec![TargetKind::ElectorRedis]
+        );
     }
 
     #[test]

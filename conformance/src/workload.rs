@@ -3,7 +3,7 @@
 //! in time, and stops when told.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,11 +13,14 @@ use tokio::task::JoinHandle;
 use crate::history::{Ms, Outcome, ReadOp, Sample, WriteOp};
 use crate::probe::{self, CmdError, DataConn};
 use crate::scenario::Workload;
+use crate::target::discovery;
+use crate::target::Discovery;
 
 /// Addresses of one node as the host reaches them.
 #[derive(Clone, Debug)]
 pub struct NodeAddrs {
     pub data: String,
+    /// The target's control port: the elector's API, a sentinel, or empty.
     pub api: String,
 }
 
@@ -25,6 +28,10 @@ pub struct NodeAddrs {
 pub struct Recorder {
     start: Instant,
     pub nodes: BTreeMap<String, NodeAddrs>,
+    /// How clients find the primary (the target's way).
+    pub discovery: Discovery,
+    /// The sentinel clients ask first (Sentinel targets).
+    sentinel_cursor: AtomicUsize,
     pub writes: Mutex<Vec<WriteOp>>,
     pub reads: Mutex<Vec<ReadOp>>,
     pub samples: Mutex<Vec<Sample>>,
@@ -36,10 +43,12 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(nodes: BTreeMap<String, NodeAddrs>) -> Arc<Recorder> {
+    pub fn new(nodes: BTreeMap<String, NodeAddrs>, discovery: Discovery) -> Arc<Recorder> {
         Arc::new(Recorder {
             start: Instant::now(),
             nodes,
+            discovery,
+            sentinel_cursor: AtomicUsize::new(0),
             writes: Mutex::new(vec![]),
             reads: Mutex::new(vec![]),
             samples: Mutex::new(vec![]),
@@ -56,6 +65,33 @@ impl Recorder {
 
     pub fn current_primary(&self) -> Option<String> {
         self.primary.lock().expect("lock").clone()
+    }
+
+    pub fn sentinel_cursor(&self) -> usize {
+        self.sentinel_cursor.load(Ordering::SeqCst)
+    }
+
+    pub fn set_sentinel_cursor(&self, k: usize) {
+        self.sentinel_cursor.store(k, Ordering::SeqCst);
+    }
+
+    /// A client gave up on its sentinel's answer: ask the next one first.
+    pub fn next_sentinel(&self) {
+        let n = self.nodes.len().max(1);
+        let k = self.sentinel_cursor();
+        self.set_sentinel_cursor((k + 1) % n);
+    }
+
+    /// Asks again where the primary is, as the target's clients do after a
+    /// failed write: the next sentinel (Sentinel); the poller's next round
+    /// does it for the other targets.
+    pub async fn rediscover(&self) {
+        if let Discovery::Sentinel { master } = &self.discovery {
+            self.next_sentinel();
+            if let Some(p) = discovery::ask_sentinels(self, master).await {
+                *self.primary.lock().expect("lock") = Some(p);
+            }
+        }
     }
 
     pub fn stop_writers(&self) {
@@ -83,7 +119,8 @@ pub fn primary_of(round: &[Sample]) -> Option<String> {
         .map(|s| s.node.clone())
 }
 
-/// One poll of one node (data node and elector in parallel).
+/// One poll of one node: data node and elector in parallel (our targets),
+/// the data node and, on a master, a probe write (kevy's election).
 pub async fn poll_node(
     rec: &Recorder,
     node: &str,
@@ -92,10 +129,22 @@ pub async fn poll_node(
 ) -> Sample {
     let addrs = &rec.nodes[node];
     let at_ms = rec.now_ms();
-    let (data, status) = tokio::join!(
-        conn.info_replication(),
-        probe::get_status(&addrs.api, timeout)
-    );
+    let (data, status) = match rec.discovery {
+        Discovery::ElectorStatus => {
+            tokio::join!(
+                conn.info_replication(),
+                probe::get_status(&addrs.api, timeout)
+            )
+        }
+        Discovery::DataRole => {
+            let mut data = conn.info_replication().await;
+            if let Some(d) = data.as_mut().filter(|d| d.role == "master") {
+                d.accepts_writes = discovery::probe_write(conn, node).await;
+            }
+            (data, None)
+        }
+        Discovery::Sentinel { .. } => (conn.info_replication().await, None),
+    };
     Sample {
         at_ms,
         node: node.to_string(),
@@ -122,7 +171,11 @@ pub fn spawn_poller(rec: Arc<Recorder>, interval: Duration, max: Duration) -> Jo
                 .iter_mut()
                 .map(|(id, c)| poll_node(&rec, id, c, timeout));
             let round = futures::future::join_all(futs).await;
-            if let Some(p) = primary_of(&round) {
+            let found = match &rec.discovery {
+                Discovery::Sentinel { master } => discovery::ask_sentinels(&rec, master).await,
+                d => discovery::primary_in(d, &round, rec.current_primary().as_deref()),
+            };
+            if let Some(p) = found {
                 *rec.primary.lock().expect("lock") = Some(p);
             } else if round.iter().all(|s| !s.writable()) {
                 *rec.primary.lock().expect("lock") = None;
@@ -201,6 +254,9 @@ pub fn spawn_writer(
                 replicas,
                 error,
             });
+            if outcome != Outcome::Ok {
+                rec.rediscover().await;
+            }
             let pause = if failed { 50 } else { w.think_ms };
             tokio::time::sleep(Duration::from_millis(pause)).await;
         }

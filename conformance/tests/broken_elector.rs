@@ -21,7 +21,13 @@ fn a_deliberately_broken_elector_makes_the_suite_fail() {
         max_scenario: Duration::from_secs(180),
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let (result, _history) = rt.block_on(run_scenario(&scn, "kevy", 1, &opts, 1));
+    let (result, _history) = rt.block_on(run_scenario(
+        &scn,
+        conformance::target::TargetKind::ElectorKevy,
+        1,
+        &opts,
+        1,
+    ));
     assert!(result.error.is_none(), "runner error: {:?}", result.error);
     let failed = result.failed_checks();
     assert!(

@@ -6,7 +6,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::{CheckResult, Violation};
 use crate::history::History;
 
+const NOT_ELECTOR_MONO: &str = "epochs_monotonic";
+const NOT_ELECTOR_ONE: &str = "one_primary_per_epoch";
+/// Peers publish no epoch per node the harness can read the same way.
+const NOT_APPLICABLE: &str = "not applicable: this target exposes no elector epochs";
+
 pub fn epochs_monotonic(h: &History) -> CheckResult {
+    if !h.has_electors() {
+        return CheckResult::skipped(NOT_ELECTOR_MONO, NOT_APPLICABLE);
+    }
     let mut violations = vec![];
     for (node, samples) in h.samples_by_node() {
         let mut last: Option<(u64, u64)> = None;
@@ -32,6 +40,9 @@ pub fn epochs_monotonic(h: &History) -> CheckResult {
 }
 
 pub fn one_primary_per_epoch(h: &History) -> CheckResult {
+    if !h.has_electors() {
+        return CheckResult::skipped(NOT_ELECTOR_ONE, NOT_APPLICABLE);
+    }
     let mut by_epoch: BTreeMap<u64, BTreeSet<&str>> = BTreeMap::new();
     for s in &h.samples {
         if let Some(e) = &s.elector {
@@ -101,5 +112,19 @@ mod tests {
         let r = one_primary_per_epoch(&h);
         assert!(!r.passed);
         assert_eq!(r.violations[0].nodes, vec!["n1", "n3"]);
+    }
+
+    #[test]
+    fn epoch_checks_are_not_applicable_to_a_peer_and_say_so() {
+        let mut h = history(3);
+        steady(&mut h, "n1", "primary", 4, 0, 1000);
+        steady(&mut h, "n3", "primary", 4, 500, 600);
+        h.target = "redis-sentinel".into();
+        for r in [one_primary_per_epoch(&h), epochs_monotonic(&h)] {
+            assert!(r.skipped && r.passed);
+            assert!(r.notes[0].contains("not applicable"));
+        }
+        h.target = "elector+redis".into();
+        assert!(!one_primary_per_epoch(&h).passed);
     }
 }

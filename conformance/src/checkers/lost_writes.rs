@@ -84,10 +84,16 @@ pub fn acknowledged_writes_survive(h: &History) -> CheckResult {
 
 /// Number of acknowledged writes missing on the final primary (0 when it was not read).
 pub fn lost_count(h: &History) -> usize {
+    lost_keys(h).len()
+}
+
+/// Keys of the acknowledged writes missing on the final primary (none when it was
+/// not read).
+pub fn lost_keys(h: &History) -> Vec<String> {
     h.final_primary
         .as_deref()
         .and_then(|p| missing_on(h, p))
-        .map_or(0, |m| m.len())
+        .unwrap_or_default()
 }
 
 /// The writers got at least one acknowledgement (otherwise the durability checks above

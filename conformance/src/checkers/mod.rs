@@ -16,7 +16,7 @@ use crate::scenario::Expect;
 pub use election::{majority_elects, minority_never_elects, n2_never_fails_over, primary_stable};
 pub use epochs::{epochs_monotonic, one_primary_per_epoch};
 pub use lost_writes::{
-    acknowledged_writes_survive, lost_count, replicas_converge, writes_acknowledged,
+    acknowledged_writes_survive, lost_count, lost_keys, replicas_converge, writes_acknowledged,
 };
 pub use old_primary::old_primary_follows;
 pub use split_brain::single_writable_primary;

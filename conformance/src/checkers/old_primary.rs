@@ -30,6 +30,8 @@ pub fn old_primary_follows(h: &History) -> CheckResult {
     };
     let mut problems = vec![];
     match &s.elector {
+        // Peers have no elector to ask: the data node's role below is the test.
+        None if !h.has_electors() => {}
         Some(e) if e.role == "replica" && e.primary.as_deref() == Some(new.as_str()) => {}
         Some(e) => problems.push(format!(
             "elector role {} following {:?}",
@@ -99,5 +101,19 @@ mod tests {
         let mut h = failed_over();
         h.final_primary = Some("n1".into());
         assert!(old_primary_follows(&h).skipped);
+    }
+
+    #[test]
+    fn a_peer_old_primary_is_judged_by_its_data_node_alone() {
+        let mut h = failed_over();
+        h.target = "kevy-builtin".into();
+        let mut s = sample(5000, "n1", "replica", 0, false);
+        s.elector = None;
+        h.samples.push(s.clone());
+        assert!(old_primary_follows(&h).passed);
+        s.at_ms = 6000;
+        s.data.as_mut().unwrap().role = "master".into();
+        h.samples.push(s);
+        assert!(!old_primary_follows(&h).passed);
     }
 }

@@ -10,7 +10,17 @@ fn opt(v: Option<u64>) -> String {
     v.map_or("-".into(), |x| x.to_string())
 }
 
-/// One row per run, then failover figures per backend.
+/// The target column: the target, or the backend for results recorded before targets.
+fn target_of(r: &RunResult) -> &str {
+    if r.target.is_empty() {
+        &r.backend
+    } else {
+        &r.target
+    }
+}
+
+/// One row per run, then failover figures per target, then the steps a target
+/// could not express and every violation.
 pub fn summary_markdown(runs: &[RunResult]) -> String {
     let mut s = String::new();
     let passed = runs.iter().filter(|r| r.passed).count();
@@ -22,7 +32,7 @@ pub fn summary_markdown(runs: &[RunResult]) -> String {
     );
     let _ = writeln!(
         s,
-        "| scenario | backend | seed | N | result | failover ms | election ms | max write gap ms | acked writes | lost acked | violations | failed checks |"
+        "| scenario | target | seed | N | result | failover ms | election ms | max write gap ms | acked writes | lost acked | violations | failed checks |"
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in runs {
@@ -38,7 +48,7 @@ pub fn summary_markdown(runs: &[RunResult]) -> String {
             s,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.scenario,
-            r.backend,
+            target_of(r),
             r.seed,
             r.nodes,
             result,
@@ -61,7 +71,7 @@ pub fn summary_markdown(runs: &[RunResult]) -> String {
         .filter(|r| !r.expect_violation && r.expect_failover)
     {
         if let Some(f) = r.metrics.failover_ms {
-            per_backend.entry(r.backend.as_str()).or_default().push(f);
+            per_backend.entry(target_of(r)).or_default().push(f);
         }
     }
     if !per_backend.is_empty() {
@@ -70,12 +80,28 @@ pub fn summary_markdown(runs: &[RunResult]) -> String {
             "\n## Failover time (fault to first acknowledged write on the new primary; \
              scenarios that expect a failover)\n"
         );
-        let _ = writeln!(s, "| backend | runs | median ms | p95 ms |");
+        let _ = writeln!(s, "| target | runs | median ms | p95 ms |");
         let _ = writeln!(s, "|---|---|---|---|");
         for (b, v) in &per_backend {
             if let Some((med, p95)) = median_p95(v) {
                 let _ = writeln!(s, "| {b} | {} | {med} | {p95} |", v.len());
             }
+        }
+    }
+    let skipped: Vec<(&RunResult, &super::StepLog)> = runs
+        .iter()
+        .flat_map(|r| r.not_applicable().into_iter().map(move |st| (r, st)))
+        .collect();
+    if !skipped.is_empty() {
+        let _ = writeln!(s, "\n## Steps not applicable to the target\n");
+        for (r, st) in skipped {
+            let _ = writeln!(
+                s,
+                "- **{}** `{}`: not applicable: {}",
+                r.id(),
+                st.label,
+                st.note
+            );
         }
     }
     let errors: Vec<&RunResult> = runs.iter().filter(|r| r.error.is_some()).collect();
@@ -116,11 +142,29 @@ mod tests {
         r2.metrics.failover_ms = Some(3000);
         let md = summary_markdown(&[r, r2]);
         assert!(
-            md.contains("| primary-kill | kevy | 1 | 3 | PASS |"),
+            md.contains("| primary-kill | elector+kevy | 1 | 3 | PASS |"),
             "{md}"
         );
-        assert!(md.contains("| kevy | 2 |"), "{md}");
+        assert!(md.contains("| elector+kevy | 2 |"), "{md}");
         assert!(md.contains("2 of 2 runs"));
+    }
+
+    #[test]
+    fn a_step_the_target_cannot_express_is_listed_as_not_applicable() {
+        let (mut r, _) = sample_run();
+        r.target = "redis-sentinel".into();
+        r.steps.push(crate::report::StepLog {
+            at_ms: 10,
+            label: "kill_elector primary".into(),
+            ok: true,
+            note: "there is no elector process to kill".into(),
+            not_applicable: true,
+        });
+        let md = summary_markdown(&[r]);
+        assert!(
+            md.contains("`kill_elector primary`: not applicable: there is no elector"),
+            "{md}"
+        );
     }
 
     #[test]

@@ -11,6 +11,8 @@ use crate::checkers::CheckResult;
 use crate::error::Result;
 use crate::history::{FaultEvent, History, Ms};
 use crate::metrics::Metrics;
+use crate::target::{Setting, TargetKind};
+use crate::usage::ProcUsage;
 
 pub use markdown::summary_markdown;
 pub use svg::timeline_svg;
@@ -23,16 +25,41 @@ pub struct StepLog {
     pub ok: bool,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// The target cannot express this step; `note` says why. Never silently skipped.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_applicable: bool,
 }
 
-/// The outcome of one scenario run (one backend, one seed).
+impl StepLog {
+    pub fn done(at_ms: Ms, label: &str, note: String) -> StepLog {
+        StepLog {
+            at_ms,
+            label: label.to_string(),
+            ok: true,
+            note,
+            not_applicable: false,
+        }
+    }
+}
+
+/// The outcome of one scenario run (one target, one seed).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
     pub scenario: String,
+    /// The data node: `kevy` or `redis`.
     pub backend: String,
+    /// `elector+kevy`, `elector+redis`, `kevy-builtin` or `redis-sentinel`.
+    #[serde(default)]
+    pub target: String,
     pub seed: u64,
     pub nodes: usize,
     pub elector_bin: String,
+    /// Failure detection time the target ran with (kevy's is compiled in).
+    #[serde(default)]
+    pub detection_ms: u64,
+    /// Settings the target ran with.
+    #[serde(default)]
+    pub settings: Vec<Setting>,
     /// Negative control: the checkers were expected to fail.
     pub expect_violation: bool,
     /// The scenario expects a failover (its time counts in the summary's
@@ -51,11 +78,24 @@ pub struct RunResult {
     pub checks: Vec<CheckResult>,
     pub steps: Vec<StepLog>,
     pub faults: Vec<FaultEvent>,
+    /// Memory and CPU of the control processes at the end of the run.
+    #[serde(default)]
+    pub usage: Vec<ProcUsage>,
 }
 
 impl RunResult {
     pub fn id(&self) -> String {
-        format!("{}-{}-s{}", self.scenario, self.backend, self.seed)
+        let slug = self
+            .target
+            .parse::<TargetKind>()
+            .map(|k| k.slug().to_string())
+            .unwrap_or_else(|_| self.backend.clone());
+        format!("{}-{slug}-s{}", self.scenario, self.seed)
+    }
+
+    /// Steps the target could not express.
+    pub fn not_applicable(&self) -> Vec<&StepLog> {
+        self.steps.iter().filter(|s| s.not_applicable).collect()
     }
 
     pub fn failed_checks(&self) -> Vec<&str> {
@@ -89,6 +129,23 @@ pub fn write_run(dir: &Path, r: &RunResult, h: &History) -> Result<Vec<PathBuf>>
     let svg = dir.join(format!("{id}.svg"));
     std::fs::write(&svg, timeline_svg(r, h))?;
     Ok(vec![json, hist, svg])
+}
+
+/// One log line with a run's verdict and figures.
+pub fn log_run(r: &RunResult) {
+    let verdict = if r.passed { "PASS" } else { "FAIL" };
+    tracing::info!(
+        "{verdict} {} (failover {:?} ms, {} acked, {} lost, {} violations{})",
+        r.id(),
+        r.metrics.failover_ms,
+        r.metrics.acknowledged,
+        r.metrics.lost_acknowledged,
+        r.metrics.violations,
+        r.error
+            .as_deref()
+            .map(|e| format!(", error: {e}"))
+            .unwrap_or_default()
+    );
 }
 
 /// Writes `summary.md` and `summary.json` for a whole suite run.
@@ -137,6 +194,10 @@ pub(crate) mod tests {
         let r = RunResult {
             scenario: "primary-kill".into(),
             backend: "kevy".into(),
+            target: "elector+kevy".into(),
+            detection_ms: 1500,
+            settings: vec![],
+            usage: vec![],
             seed: 1,
             nodes: 3,
             elector_bin: "elector".into(),

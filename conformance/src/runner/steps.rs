@@ -1,0 +1,407 @@
+//! Step execution: plays one scenario step against the cluster, or records it
+//! as not applicable when the target cannot express it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::control::{step_err, Run};
+use crate::error::Result;
+use crate::nemesis;
+use crate::report::StepLog;
+use crate::scenario::Step;
+use crate::target::Applicability;
+use crate::workload;
+
+impl Run<'_> {
+    /// Plays a step the target can express; records any other as not applicable.
+    pub(super) async fn play_or_skip(&mut self, step: &Step) -> Result<StepLog> {
+        let at = self.now();
+        let label = step.label();
+        if let Applicability::NotApplicable(why) = self.target.applies(step) {
+            tracing::info!(
+                "step {label}: not applicable for {}: {why}",
+                self.target.kind()
+            );
+            return Ok(StepLog {
+                at_ms: at,
+                label,
+                ok: true,
+                note: why,
+                not_applicable: true,
+            });
+        }
+        let note = self.play(step).await?;
+        Ok(StepLog::done(at, &label, note))
+    }
+
+    pub(super) async fn play(&mut self, step: &Step) -> Result<String> {
+        let label = step.label();
+        let none = BTreeSet::new();
+        match step {
+            Step::WaitPrimary(d) => {
+                let deadline = tokio::time::Instant::now() + d.as_duration();
+                let p = self.wait_primary(d.as_duration(), None).await?;
+                self.wait_settled(deadline).await?;
+                if self.initial_primary.is_none() {
+                    self.initial_primary = Some(p.clone());
+                }
+                Ok(format!("primary {p}"))
+            }
+            Step::WaitNewPrimary(d) => {
+                // The primary the last primary-removing fault took away: a
+                // later fault on a replica (say, an elector crash during the
+                // election) must not make the freshly elected primary "old".
+                let old = self
+                    .faults
+                    .iter()
+                    .rev()
+                    .find(|f| f.removes_primary)
+                    .or_else(|| self.faults.last())
+                    .and_then(|f| f.primary_before.clone());
+                let p = self.wait_primary(d.as_duration(), old.as_deref()).await?;
+                Ok(format!("new primary {p}"))
+            }
+            Step::StartWriters => {
+                let w = self.scn.workload.clone();
+                let tag = format!("{}-{}", self.scn.name, self.seed);
+                for i in 0..w.writers {
+                    self.workers.push(workload::spawn_writer(
+                        self.rec.clone(),
+                        i,
+                        self.scn.quorum(),
+                        w.clone(),
+                        tag.clone(),
+                    ));
+                }
+                for i in 0..w.readers {
+                    self.workers.push(workload::spawn_reader(
+                        self.rec.clone(),
+                        self.seed.wrapping_mul(31).wrapping_add(i as u64),
+                        w.clone(),
+                    ));
+                }
+                Ok(format!("{} writers, {} readers", w.writers, w.readers))
+            }
+            Step::StopWriters => {
+                self.stop_workers().await;
+                Ok(String::new())
+            }
+            Step::Sleep(d) => {
+                tokio::time::sleep(d.as_duration()).await;
+                Ok(String::new())
+            }
+            Step::Kill(t) => {
+                let targets = self.resolve(&t.tokens(), &none).await?;
+                let primary_before = self.primary_now().await;
+                let at = self.now();
+                for n in &targets {
+                    if self.down.insert(n.clone()) {
+                        self.cluster.kill(n, "SIGKILL").await?;
+                    }
+                }
+                let removes = primary_before.as_ref().is_some_and(|p| targets.contains(p));
+                self.record_fault(
+                    at,
+                    "kill",
+                    format!("kill {}", targets.join(",")),
+                    targets.clone(),
+                    primary_before,
+                    removes,
+                );
+                Ok(targets.join(","))
+            }
+            Step::KillElector(t) => {
+                let targets = self.resolve(&t.tokens(), &none).await?;
+                let notes = self
+                    .kill_process(
+                        &format!("kill elector {}", targets.join(",")),
+                        "kill_elector",
+                        targets.clone(),
+                        "pkill -9 -x elector; pkill -9 -x elector-faulty; true",
+                    )
+                    .await?;
+                Ok(format!("{} {notes}", targets.join(",")))
+            }
+            Step::Exec(e) => {
+                let targets = self.resolve(&e.on.tokens(), &none).await?;
+                let primary_before = self.primary_now().await;
+                let at = self.now();
+                let mut outs = vec![];
+                for n in &targets {
+                    let (code, out) = self.cluster.exec(n, &["sh", "-c", &e.run]).await?;
+                    if e.check && code != 0 {
+                        return Err(step_err(
+                            &label,
+                            format!("check failed on {n} (rc={code}): {}", out.trim()),
+                        ));
+                    }
+                    outs.push(format!("{n}: rc={code} {}", out.trim()));
+                }
+                if e.check {
+                    return Ok(outs.join("; "));
+                }
+                if let Some(undo) = &e.undo {
+                    self.undo_at_end.push((targets.clone(), undo.clone()));
+                }
+                if e.ends_fault {
+                    self.recovered(&targets, &["exec"]);
+                } else {
+                    let removes = e.removes_primary
+                        && primary_before.as_ref().is_some_and(|p| targets.contains(p));
+                    self.record_fault(
+                        at,
+                        "exec",
+                        label.clone(),
+                        targets.clone(),
+                        primary_before,
+                        removes,
+                    );
+                }
+                Ok(outs.join("; "))
+            }
+            Step::KillData(t) => {
+                let targets = self.resolve(&t.tokens(), &none).await?;
+                let notes = self
+                    .kill_process(
+                        &format!("kill data {}", targets.join(",")),
+                        "kill_data",
+                        targets.clone(),
+                        "pkill -9 -x kevy; pkill -9 -x redis-server; true",
+                    )
+                    .await?;
+                Ok(format!("{} {notes}", targets.join(",")))
+            }
+            Step::Restart(t) => {
+                let targets = self.resolve(&t.tokens(), &none).await?;
+                let mut restarted_running = vec![];
+                let primary_before = self.primary_now().await;
+                let at = self.now();
+                for n in &targets {
+                    if self.paused.remove(n) {
+                        self.cluster.unpause(n).await?;
+                    }
+                    if !self.down.contains(n) {
+                        self.cluster.stop_node(n, 5).await?;
+                        restarted_running.push(n.clone());
+                    }
+                    self.cluster.start_node(n).await?;
+                    self.down.remove(n);
+                }
+                if !restarted_running.is_empty() {
+                    let removes = primary_before
+                        .as_ref()
+                        .is_some_and(|p| restarted_running.contains(p));
+                    let idx = self.record_fault(
+                        at,
+                        "restart",
+                        format!("restart {}", restarted_running.join(",")),
+                        restarted_running.clone(),
+                        primary_before,
+                        removes,
+                    );
+                    self.faults[idx].end_ms = Some(self.now());
+                    self.open.retain(|(i, _)| *i != idx);
+                }
+                self.recovered(&targets, &["kill", "kill_elector", "kill_data", "pause"]);
+                Ok(targets.join(","))
+            }
+            Step::Pause(p) => {
+                let targets = self.resolve(&p.targets.tokens(), &none).await?;
+                let targets: Vec<String> = targets
+                    .into_iter()
+                    .filter(|n| !self.down.contains(n))
+                    .collect();
+                let primary_before = self.primary_now().await;
+                let at = self.now();
+                for n in &targets {
+                    if self.paused.insert(n.clone()) {
+                        self.cluster.pause(n).await?;
+                    }
+                }
+                let removes = primary_before.as_ref().is_some_and(|p| targets.contains(p));
+                self.record_fault(
+                    at,
+                    "pause",
+                    label.clone(),
+                    targets.clone(),
+                    primary_before,
+                    removes,
+                );
+                if let Some(d) = p.duration {
+                    tokio::time::sleep(d.as_duration()).await;
+                    for n in &targets {
+                        if self.paused.remove(n) {
+                            self.cluster.unpause(n).await?;
+                        }
+                    }
+                    self.recovered(&targets, &["pause"]);
+                }
+                Ok(targets.join(","))
+            }
+            Step::Unpause(t) => {
+                let targets = self.resolve(&t.tokens(), &none).await?;
+                for n in &targets {
+                    if self.paused.remove(n) {
+                        self.cluster.unpause(n).await?;
+                    }
+                }
+                self.recovered(&targets, &["pause"]);
+                Ok(targets.join(","))
+            }
+            Step::Isolate(t) => {
+                let isolated = self.resolve(&t.tokens(), &none).await?;
+                let rest: Vec<String> = self
+                    .cluster
+                    .ids()
+                    .into_iter()
+                    .filter(|n| !isolated.contains(n))
+                    .collect();
+                let mut sides: Vec<Vec<String>> =
+                    isolated.iter().map(|n| vec![n.clone()]).collect();
+                sides.push(rest);
+                let blocks = nemesis::split_blocks(&sides);
+                self.apply_partition(format!("isolate {}", isolated.join(",")), blocks)
+                    .await?;
+                Ok(isolated.join(","))
+            }
+            Step::Split(side_specs) => {
+                let mut named = BTreeSet::new();
+                let mut sides: Vec<Option<Vec<String>>> = vec![];
+                for s in side_specs {
+                    let toks = s.tokens();
+                    if toks.iter().any(|t| t == "others") {
+                        sides.push(None);
+                    } else {
+                        let r = self.resolve(&toks, &none).await?;
+                        named.extend(r.iter().cloned());
+                        sides.push(Some(r));
+                    }
+                }
+                let mut resolved = vec![];
+                for (spec, side) in side_specs.iter().zip(sides) {
+                    match side {
+                        Some(v) => resolved.push(v),
+                        None => resolved.push(self.resolve(&spec.tokens(), &named).await?),
+                    }
+                }
+                let text = resolved
+                    .iter()
+                    .map(|s| format!("[{}]", s.join(",")))
+                    .collect::<Vec<_>>()
+                    .join(" | ");
+                self.apply_partition(format!("split {text}"), nemesis::split_blocks(&resolved))
+                    .await?;
+                Ok(text)
+            }
+            Step::Bridge(b) => {
+                let left = self.resolve(&b.left.tokens(), &none).await?;
+                let middle = self.resolve(std::slice::from_ref(&b.middle), &none).await?;
+                let mut named: BTreeSet<String> = left.iter().cloned().collect();
+                named.extend(middle.iter().cloned());
+                let right = self.resolve(&b.right.tokens(), &named).await?;
+                let text = format!(
+                    "[{}] <{}> [{}]",
+                    left.join(","),
+                    middle.join(","),
+                    right.join(",")
+                );
+                self.apply_partition(
+                    format!("bridge {text}"),
+                    nemesis::split_blocks(&[left, right]),
+                )
+                .await?;
+                Ok(text)
+            }
+            Step::OneWay(o) => {
+                let from = self.resolve(&o.from.tokens(), &none).await?;
+                let named: BTreeSet<String> = from.iter().cloned().collect();
+                let to = self.resolve(&o.to.tokens(), &named).await?;
+                let text = format!("{} -x-> {}", from.join(","), to.join(","));
+                self.apply_partition(
+                    format!("one-way {text}"),
+                    nemesis::one_way_blocks(&from, &to),
+                )
+                .await?;
+                Ok(text)
+            }
+            Step::Heal => {
+                for id in self.cluster.ids() {
+                    if !self.down.contains(&id) && !self.paused.contains(&id) {
+                        self.heal_node(&id).await?;
+                    }
+                }
+                self.end_partition();
+                let all = self.cluster.ids();
+                self.recovered(&all, &["netem"]);
+                self.netem_on = false;
+                Ok(String::new())
+            }
+            Step::MeshRestoredWithin(bound) => {
+                let bound = bound.as_duration();
+                let start = tokio::time::Instant::now();
+                let mut last = String::new();
+                while start.elapsed() <= bound {
+                    match self.mesh_gap().await {
+                        None => {
+                            return Ok(format!(
+                                "mesh whole {} ms after the step began",
+                                start.elapsed().as_millis()
+                            ))
+                        }
+                        Some(gap) => last = gap,
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(step_err(
+                    &label,
+                    format!("not whole within {} ms: {last}", bound.as_millis()),
+                ))
+            }
+            Step::Netem(n) => {
+                let targets = self.resolve(&n.targets.tokens(), &none).await?;
+                let script = nemesis::netem_script(n.delay_ms, n.jitter_ms, n.loss_pct);
+                let at = self.now();
+                let mut note = String::new();
+                for t in &targets {
+                    if self.down.contains(t) || self.paused.contains(t) {
+                        continue;
+                    }
+                    if let Err(e) = self.cluster.sh(t, &script).await {
+                        if !e.to_string().contains("qdisc kind is unknown") {
+                            return Err(e);
+                        }
+                        // No sch_netem in this kernel: loss through iptables, no delay.
+                        if n.loss_pct > 0.0 {
+                            self.cluster
+                                .sh(t, &nemesis::iptables_loss_script(n.loss_pct))
+                                .await?;
+                        }
+                        note = format!(
+                            "kernel has no netem: {}% loss via iptables, delay/jitter NOT applied",
+                            n.loss_pct
+                        );
+                    }
+                }
+                self.netem_on = true;
+                let label = if note.is_empty() {
+                    label.clone()
+                } else {
+                    format!("{label} ({note})")
+                };
+                self.record_fault(at, "netem", label, targets.clone(), None, false);
+                Ok(format!("{} {note}", targets.join(",")))
+            }
+            Step::ClearNetem => {
+                for id in self.cluster.ids() {
+                    if !self.down.contains(&id) && !self.paused.contains(&id) {
+                        self.cluster.sh(&id, nemesis::CLEAR_NETEM_SCRIPT).await?;
+                    }
+                }
+                let all = self.cluster.ids();
+                self.recovered(&all, &["netem"]);
+                self.netem_on = false;
+                Ok(String::new())
+            }
+        }
+    }
+}
