@@ -69,7 +69,7 @@ conformance:
 conformance-parts:
     cargo run -p conformance --release -- run --tag parts --backend both
 
-# partitions of 25-60 s healing within seconds, and a half-HELLO flood, both backends
+# partitions of 10-60 s and a one-way cut healing within seconds, and a half-HELLO flood, both backends
 conformance-heal:
     cargo run -p conformance --release -- run --tag heal --backend both
 
