@@ -535,6 +535,52 @@ peers:
     }
 
     #[test]
+    fn a_fence_margin_that_leaves_a_lease_under_three_heartbeats_is_refused() {
+        // down_after 2000, hb 200: voter_fresh 1600, lease 1600 − 200 − margin.
+        let yaml = format!(
+            "{GOOD}timings: {{ hb_interval_ms: 200, down_after_ms: 2000, fence_margin_ms: 900 }}\n"
+        );
+        let p = problems(&yaml);
+        assert!(
+            p.iter().any(|m| m.contains("500 ms, under 3 heartbeats")),
+            "{p:?}"
+        );
+        let ok = format!(
+            "{GOOD}timings: {{ hb_interval_ms: 200, down_after_ms: 2000, fence_margin_ms: 800 }}\n"
+        );
+        assert!(problems(&ok).is_empty(), "{:?}", problems(&ok));
+    }
+
+    #[test]
+    fn the_default_fence_margin_is_a_fifth_of_down_after_within_a_heartbeat_and_a_second() {
+        let margin = |hb, down_after| {
+            TimingsConfig {
+                hb_interval_ms: hb,
+                down_after_ms: down_after,
+                ..TimingsConfig::default()
+            }
+            .fence_margin_ms()
+        };
+        assert_eq!(margin(100, 1500), 300);
+        assert_eq!(margin(200, 600), 200);
+        assert_eq!(margin(200, 10_000), 1000);
+    }
+
+    #[test]
+    fn a_fence_budget_under_the_command_timeout_is_warned_about() {
+        let yaml = format!("{GOOD}timings: {{ hb_interval_ms: 100, down_after_ms: 1500 }}\n");
+        let loaded = parse(&yaml, Path::new("t.yaml")).unwrap();
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains("fence_margin_ms 300 covers fences that apply within")),
+            "{:?}",
+            loaded.warnings
+        );
+    }
+
+    #[test]
     fn down_after_not_above_the_heartbeat_is_refused() {
         let yaml = format!("{GOOD}timings: {{ hb_interval_ms: 500, down_after_ms: 500 }}\n");
         let p = problems(&yaml);
