@@ -283,6 +283,18 @@ fn world_for(seed: u64) -> World {
     World::random(&mut <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0x3040))
 }
 
+/// A world without loss, duplication, failing persists or slow fences: any
+/// election in it is caused by the fault under test.
+fn calm_world(seed: u64) -> World {
+    World {
+        loss: 0.0,
+        duplicate: 0.0,
+        persist_fail: 0.0,
+        fence_ms: (1, 30),
+        ..world_for(seed)
+    }
+}
+
 fn all_focused_seeds_pass(name: &str, world: fn(u64) -> World, fault: Fault) {
     let mut acked = 0;
     for seed in focused_seeds() {
@@ -396,15 +408,8 @@ fn a_fence_lifted_by_hand_is_put_back_on_the_next_poll() {
 /// failed over.) The invariants are checked after every event as always.
 #[test]
 fn a_watchdog_false_alarm_on_a_healthy_primary_costs_no_election() {
-    let calm = |seed: u64| World {
-        loss: 0.0,
-        duplicate: 0.0,
-        persist_fail: 0.0,
-        fence_ms: (1, 30),
-        ..world_for(seed)
-    };
     for seed in focused_seeds().into_iter().take(100) {
-        let mut sim = Sim::new(seed, 3, calm(seed), Faults::default());
+        let mut sim = Sim::new(seed, 3, calm_world(seed), Faults::default());
         let fail = |sim: &Sim, e: String| -> ! {
             panic!(
                 "{e}\nreplay with: SIM_SEED={seed} cargo test -p elector --test simulation a_watchdog_false_alarm\n{}",
@@ -418,7 +423,7 @@ fn a_watchdog_false_alarm_on_a_healthy_primary_costs_no_election() {
             fail(&sim, "no primary before the fault".into())
         };
         let epoch = sim.nodes[p].core.as_ref().map(|c| c.epoch());
-        sim.watchdog_false_alarm(p);
+        sim.watchdog_clamp(p);
         if let Err(e) = sim.run_until(9_000) {
             fail(&sim, e);
         }
@@ -439,12 +444,8 @@ fn a_watchdog_false_alarm_on_a_healthy_primary_costs_no_election() {
 fn rolling_timing_change(fingerprint_check: bool, seeds: u64) -> Option<(u64, String)> {
     (0..seeds).find_map(|seed| {
         let world = World {
-            loss: 0.0,
-            duplicate: 0.0,
-            persist_fail: 0.0,
-            fence_ms: (1, 30),
             fingerprint_check,
-            ..world_for(seed)
+            ..calm_world(seed)
         };
         let mut sim = Sim::new(seed, 3, world, Faults::default());
         let step = |sim: &mut Sim, until: u64| sim.run_until(until).err();
@@ -545,7 +546,7 @@ fn forged_frames_with_huge_epochs_neither_wedge_elections_nor_persist() {
                         stamp: 1,
                     }
                 };
-                sim.forge(from, to, msg, pick.gen_range(0..8_000));
+                sim.deliver_after(from, to, msg, pick.gen_range(0..8_000));
             }
             // A real fault as well, so an election must happen meanwhile.
             isolate_primary(sim, p, pick);

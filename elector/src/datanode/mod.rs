@@ -104,32 +104,30 @@ impl Tracker {
     /// Decides from `info` whether the data node restarted or was demoted
     /// under us.
     fn classify(&mut self, info: &ReplicationInfo, seq: u64) -> Change {
+        // `None`: one side's identity is unknown, so a demotion cannot be
+        // told apart from a restart.
         let same_process = match (&self.identity, &info.identity) {
-            (Some(old), Some(new)) if old != new => {
-                self.identity = info.identity.clone();
-                self.generation += 1;
-                self.applied_writable = false;
-                return Change::Restarted;
-            }
-            (Some(_), Some(_)) => true,
-            _ => false,
+            (Some(old), Some(new)) => Some(old == new),
+            _ => None,
         };
         if info.identity.is_some() {
             self.identity = info.identity.clone();
         }
         let demoted = self.applied_writable && self.applied_seq == seq && !info.is_master();
-        if !demoted {
-            return Change::None;
-        }
+        let change = match same_process {
+            Some(false) => Change::Restarted,
+            Some(true) if demoted => Change::DemotedByOthers,
+            None if demoted => Change::Restarted,
+            _ => return Change::None,
+        };
         self.applied_writable = false;
-        if same_process {
+        if change == Change::Restarted {
+            self.generation += 1;
+        } else {
             self.hold_writable_through = seq;
             self.overridden += 1;
-            Change::DemotedByOthers
-        } else {
-            self.generation += 1;
-            Change::Restarted
         }
+        change
     }
 }
 

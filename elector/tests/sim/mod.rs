@@ -10,6 +10,7 @@ use elector::core::{
     Action, Core, CoreConfig, DataNodeTarget, Event, Faults, Member, Millis, Notice,
     PersistedState, Timings,
 };
+use elector::net::fingerprint::Fingerprint;
 use elector::protocol::{Message, Role};
 use invariants::Invariants;
 use rand::rngs::StdRng;
@@ -154,6 +155,8 @@ pub struct SimNode {
     /// This node's elector runs with other timings than the cluster's (a
     /// rolling configuration change in progress).
     pub timings_override: Option<Timings>,
+    /// What its `HELLO` would carry (§3.7), kept current by `reconfigure`.
+    pub fingerprint: Fingerprint,
 }
 
 pub struct Sim {
@@ -202,6 +205,7 @@ impl Sim {
             break_disk_on_promotion: None,
             ids,
         };
+        let fingerprint = Fingerprint::new(sim.ids.iter().map(String::as_str), &timings);
         for i in 0..n {
             let drift = sim.world.clock_drift;
             let clock_rate = if drift > 0.0 {
@@ -225,6 +229,7 @@ impl Sim {
                 tampered_at: None,
                 slow_fence_ms: None,
                 timings_override: None,
+                fingerprint: fingerprint.clone(),
             });
             sim.boot(i);
             let first = sim.rng.gen_range(0..50);
@@ -270,10 +275,11 @@ impl Sim {
         }
     }
 
-    /// Someone who reached the election port with auth off delivers `msg`
-    /// to node `to` as if node `from` had sent it, `after` ms from now
-    /// (issue 10 finding 8: forged wire integers).
-    pub fn forge(&mut self, from: usize, to: usize, msg: Message, after: u64) {
+    /// Delivers `msg` to node `to` as sent by node `from`, `after` ms from
+    /// now, unless `to` restarts meanwhile. `transmit` uses it for the
+    /// network's messages; tests use it directly for frames forged in a
+    /// peer's name with auth off (issue 10 finding 8).
+    pub fn deliver_after(&mut self, from: usize, to: usize, msg: Message, after: u64) {
         let incarnation = self.nodes[to].incarnation;
         self.push(
             after,
@@ -299,6 +305,7 @@ impl Sim {
             &format!("RECONFIGURE down_after={}", timings.down_after_ms),
         );
         self.nodes[i].timings_override = Some(timings);
+        self.nodes[i].fingerprint = Fingerprint::new(self.ids.iter().map(String::as_str), &timings);
         self.nodes[i].core = None;
         self.boot(i);
     }
@@ -618,17 +625,13 @@ impl Sim {
         }
     }
 
-    /// The watchdog's probe fails although the elector runs (a loaded host,
-    /// a slow loopback): it clamps a healthy node (§6.4.1).
-    pub fn watchdog_false_alarm(&mut self, i: usize) {
-        self.watchdog_clamp(i);
-    }
-
     /// The clamp, as the elector's start-up applies it: no writes and no
     /// upstream. A replica must stop acknowledging too: nobody vouches for
     /// its primary any more (§6.2), and a stream it keeps following into a
-    /// later epoch would not be on its elector's disk.
-    fn watchdog_clamp(&mut self, i: usize) {
+    /// later epoch would not be on its elector's disk. Tests call it directly
+    /// for a false alarm: a probe that failed although the elector runs (a
+    /// loaded host, a slow loopback).
+    pub fn watchdog_clamp(&mut self, i: usize) {
         let d = &mut self.nodes[i].data;
         if d.up && d.applied != DataNodeTarget::Isolated {
             if d.applied.writable() {
@@ -771,9 +774,8 @@ impl Sim {
         if self.blocked[from][to] || self.rng.gen_bool(self.world.loss) {
             return;
         }
-        let lease_terms = |t: Timings| (t.hb_interval_ms, t.down_after_ms, t.fence_margin_ms);
         if self.world.fingerprint_check
-            && lease_terms(self.timings_of(from)) != lease_terms(self.timings_of(to))
+            && self.nodes[from].fingerprint != self.nodes[to].fingerprint
         {
             return; // the HELLO was refused: no connection between them
         }
@@ -786,16 +788,7 @@ impl Sim {
             let latency = self
                 .rng
                 .gen_range(self.world.latency_ms.0..=self.world.latency_ms.1);
-            let incarnation = self.nodes[to].incarnation;
-            self.push(
-                latency,
-                Ev::Deliver {
-                    from,
-                    to,
-                    msg: msg.clone(),
-                    incarnation,
-                },
-            );
+            self.deliver_after(from, to, msg.clone(), latency);
         }
     }
 
