@@ -100,6 +100,14 @@ mkdir -p "$CONF_DIR" "$STATE_DIR" "$DATA_ROOT/$BACKEND"
 # For `docker exec` scripts (conformance): this node's data port.
 echo "$DATA_PORT" > "$CONF_DIR/data-port"
 [ "$ELECTOR_USER" = root ] || chown -R "$ELECTOR_USER:" "$STATE_DIR"
+# CAP_NET_ADMIN, kept across the user switch when the container has it: with kevy
+# the elector aborts the data node's hanging connects to a primary that is gone
+# (`ss -K`), else kevy's REPLICAOF waits out a 5 s connect timeout
+# (docs/architecture.md §kevy). Nothing else the elector does needs it.
+KEEP_CAPS=()
+if [ "$BACKEND" = kevy ] && setpriv --inh-caps=+net_admin --ambient-caps=+net_admin true 2>/dev/null; then
+  KEEP_CAPS=(--inh-caps=+net_admin --ambient-caps=+net_admin)
+fi
 # Runs the elector binary as ELECTOR_USER. Called with `&`: the exec replaces
 # the background subshell, so the recorded PID is the binary's own.
 as_elector_user() {
@@ -107,7 +115,7 @@ as_elector_user() {
   if [ "$ELECTOR_USER" = root ]; then
     exec "$@"
   fi
-  exec setpriv --reuid="$ELECTOR_USER" --regid="$ELECTOR_USER" --init-groups -- "$@"
+  exec setpriv --reuid="$ELECTOR_USER" --regid="$ELECTOR_USER" --init-groups "${KEEP_CAPS[@]}" -- "$@"
 }
 
 # ---- elector config ------------------------------------------------------------

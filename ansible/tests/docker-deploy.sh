@@ -118,10 +118,10 @@ mkdir -p "$tmp/inventory/group_vars"
   for i in $(seq 1 "$nodes"); do
     if [ "$mode" = systemd ]; then
       docker run -d --name "$(cname "$i")" --hostname "n$i" --network "$net" --ip "$prefix.1$i" \
-        --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:ro "$image" >/dev/null
+        --cap-add NET_ADMIN --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:ro "$image" >/dev/null
     else
       docker run -d --init --name "$(cname "$i")" --hostname "n$i" --network "$net" --ip "$prefix.1$i" \
-        "$image" sleep infinity >/dev/null
+        --cap-add NET_ADMIN "$image" sleep infinity >/dev/null
     fi
     echo "        $(cname "$i"):"
     echo "          elector_node_id: n$i"

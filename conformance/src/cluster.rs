@@ -84,10 +84,22 @@ pub struct Cluster {
     torn_down: bool,
 }
 
-/// Picks a free TCP port on loopback (the OS chooses; we release it at once).
+/// Host ports for publishing are taken above the kernel's ephemeral range
+/// (`ip_local_port_range`, 32768-60999 by default): a port the OS picked for
+/// us from that range could be handed to any outgoing connection before
+/// Docker binds it ("port is already allocated", seen with a client running
+/// beside the suite). Above it, only another listener can take it.
+const PUBLISH_PORTS: std::ops::Range<u16> = 61_000..65_000;
+
+/// Picks a free TCP port on loopback outside the ephemeral range, starting
+/// at a random place so parallel suites rarely try the same one.
 fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    Ok(l.local_addr()?.port())
+    let span = PUBLISH_PORTS.end - PUBLISH_PORTS.start;
+    let start = rand::random::<u16>() % span;
+    (0..span)
+        .map(|i| PUBLISH_PORTS.start + (start + i) % span)
+        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .ok_or_else(|| Error::Cluster(format!("no free port in {PUBLISH_PORTS:?}")))
 }
 
 /// The `skip`-th `10.213.K.0/24` no existing Docker network uses.
@@ -481,6 +493,19 @@ impl Drop for Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn published_ports_are_free_and_above_the_ephemeral_range() {
+        let ephemeral_end = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|r| r.split_whitespace().nth(1)?.parse::<u16>().ok())
+            .unwrap_or(60_999);
+        for _ in 0..20 {
+            let p = free_port().unwrap();
+            assert!(p > ephemeral_end && PUBLISH_PORTS.contains(&p), "{p}");
+            assert!(std::net::TcpListener::bind(("127.0.0.1", p)).is_ok());
+        }
+    }
 
     #[test]
     fn image_names_split_into_name_and_tag() {

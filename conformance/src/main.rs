@@ -99,6 +99,10 @@ enum Cmd {
         tag: Option<String>,
         #[arg(long, default_value_t = 1)]
         seeds: u64,
+        /// The first seed (default 1): `--first-seed 2 --seeds 2` runs seeds 2 and 3,
+        /// adding to an earlier `--seeds 1` run.
+        #[arg(long, default_value_t = 1)]
+        first_seed: u64,
         /// Our elector's data node(s); ignored when --target is given.
         #[arg(long, value_enum, default_value = "kevy")]
         backend: BackendArg,
@@ -288,6 +292,7 @@ async fn async_main(cli: Cli) -> Result<()> {
             scenarios,
             tag,
             seeds,
+            first_seed,
             backend,
             target: target_arg,
             down_after_ms,
@@ -320,7 +325,7 @@ async fn async_main(cli: Cli) -> Result<()> {
             d.ping().await.context("docker ping")?;
             let label = format!("{LABEL_SESSION}={session}");
             let results = tokio::select! {
-                r = suite::run_suite(&chosen, &targets, seeds, &opts) => r?,
+                r = suite::run_suite(&chosen, &targets, first_seed..first_seed.saturating_add(seeds), &opts) => r?,
                 _ = tokio::signal::ctrl_c() => {
                     eprintln!("interrupted: removing this run's containers");
                     docker::cleanup_label(&d, &label).await?;

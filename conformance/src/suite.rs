@@ -90,17 +90,17 @@ pub fn targets_for(s: &Scenario, requested: &[TargetKind]) -> Vec<TargetKind> {
     }
 }
 
-/// Runs every selected scenario on every backend for `seeds` seeds; writes the reports
-/// after each run (so a crash keeps what was measured). Returns all results.
+/// Runs every selected scenario on every backend for each of `seeds`; writes the
+/// reports after each run (so a crash keeps what was measured). Returns all results.
 pub async fn run_suite(
     scenarios: &[Scenario],
     targets: &[TargetKind],
-    seeds: u64,
+    seeds: std::ops::Range<u64>,
     opts: &RunOptions,
 ) -> Result<Vec<RunResult>> {
     let mut results = vec![];
     let mut run_no = 0;
-    for seed in 1..=seeds {
+    for seed in seeds {
         for s in scenarios {
             for t in targets_for(s, targets) {
                 run_no += 1;

@@ -76,6 +76,11 @@ pub struct DataNodeConfig {
     pub replication_port_offset: u16,
     #[serde(default)]
     pub password: Option<String>,
+    /// kevy: abort this host's hanging connects to the primary a replica
+    /// leaves (`ss -K`, needs CAP_NET_ADMIN), so kevy's `REPLICAOF` does
+    /// not wait out its 5 s connect timeout (docs/architecture.md §kevy).
+    #[serde(default = "default_abort_stale_connects")]
+    pub abort_stale_connects: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -153,6 +158,10 @@ fn default_api() -> String {
 }
 fn default_repl_offset() -> u16 {
     10_000
+}
+
+fn default_abort_stale_connects() -> bool {
+    true
 }
 
 #[derive(Debug, Error)]

@@ -111,7 +111,8 @@ pub async fn run(
                 &dn.address,
                 dn.password.as_deref(),
                 dn.replication_port_offset,
-            );
+            )
+            .with_abort_stale_connects(dn.abort_stale_connects);
             tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
         }
         DataNodeKind::Redis => {
@@ -227,6 +228,7 @@ pub async fn run(
                 if let Some(after) = report.fence_applied_after {
                     shell.metrics.fence_applied(after);
                 }
+                shell.metrics.stale_connects(report.aborts.aborted, report.aborts.error.is_some());
                 let obs = report.obs.clone();
                 shell.book.set_report(report);
                 Event::DataNode(obs)
@@ -270,6 +272,7 @@ async fn fence_on_stop(config: &Config) -> Result<(), datanode::DataNodeError> {
                 dn.password.as_deref(),
                 dn.replication_port_offset,
             )
+            .with_abort_stale_connects(dn.abort_stale_connects)
             .fence_blind()
             .await
         }

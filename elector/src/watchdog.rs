@@ -101,7 +101,8 @@ pub async fn run(config: Config) {
                 &dn.address,
                 dn.password.as_deref(),
                 dn.replication_port_offset,
-            );
+            )
+            .with_abort_stale_connects(dn.abort_stale_connects);
             watch(node, url, lease, every).await
         }
         DataNodeKind::Redis => {

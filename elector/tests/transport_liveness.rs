@@ -18,6 +18,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::netns::{inside_private_netns, sh};
 use support::{Backend, Cluster, SHORT_TIMINGS};
 
 fn status(api_port: u16) -> Option<Value> {
@@ -265,19 +266,6 @@ fn a_peer_frozen_past_the_liveness_bound_is_heard_again_within_two_seconds_of_si
     assert!(closed >= 1, "no dead connection was closed");
 }
 
-/// Runs `script` with `sh -c`, panicking with its output when it fails.
-fn sh(script: &str) {
-    let out = std::process::Command::new("sh")
-        .args(["-c", script])
-        .output()
-        .expect("sh");
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 const PARTITION_TEST: &str = "a_partition_of_every_election_port_heals_within_two_seconds_3_2";
 
 /// §3.2, a true partition: every election port's packets are dropped
@@ -289,29 +277,7 @@ const PARTITION_TEST: &str = "a_partition_of_every_election_port_heals_within_tw
 /// needs root); where that is not allowed it says so and passes.
 #[test]
 fn a_partition_of_every_election_port_heals_within_two_seconds_3_2() {
-    if std::env::var_os("ELECTOR_TEST_IN_NETNS").is_none() {
-        let allowed = std::process::Command::new("unshare")
-            .args([
-                "-n",
-                "sh",
-                "-c",
-                "ip link set lo up && iptables -L INPUT -n",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !allowed {
-            eprintln!("skipped: no private network namespace with iptables (needs root)");
-            return;
-        }
-        let exe = std::env::current_exe().unwrap();
-        let status = std::process::Command::new("unshare")
-            .args(["-n", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
-            .arg(exe)
-            .args(["--exact", PARTITION_TEST, "--nocapture"])
-            .env("ELECTOR_TEST_IN_NETNS", "1")
-            .status()
-            .expect("unshare");
-        assert!(status.success(), "the test failed in its network namespace");
+    if !inside_private_netns(PARTITION_TEST) {
         return;
     }
     let cluster = Cluster::start_limited(Backend::Redis, 3, SHORT_TIMINGS, Some(1024));

@@ -76,6 +76,10 @@ pub struct Metrics {
     elections_won: AtomicU64,
     elections_lost: AtomicU64,
     data_node_errors: AtomicU64,
+    /// kevy: hanging replication connects aborted on a retarget, and the
+    /// aborts that could not be made (no `ss`, no CAP_NET_ADMIN).
+    stale_connects_aborted: AtomicU64,
+    stale_connect_abort_failures: AtomicU64,
     /// Fence applies on the data node (protocol §6.2.1): count, total and
     /// worst time in microseconds, from the core's decision to the
     /// server's OK.
@@ -137,6 +141,15 @@ impl Metrics {
     }
 
     /// A fence reached the data node `after` it was decided.
+    pub fn stale_connects(&self, aborted: usize, failed: bool) {
+        self.stale_connects_aborted
+            .fetch_add(aborted as u64, Ordering::Relaxed);
+        if failed {
+            self.stale_connect_abort_failures
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     pub fn fence_applied(&self, after: std::time::Duration) {
         let us = after.as_micros().min(u64::MAX as u128) as u64;
         self.fence_applies.fetch_add(1, Ordering::Relaxed);
@@ -358,6 +371,20 @@ impl Metrics {
             "Failed commands or polls against the local data node.",
             &node,
             self.data_node_errors.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "elector_stale_connects_aborted_total",
+            "kevy: the data node's hanging connects to a primary it left, aborted so REPLICAOF need not wait for them.",
+            &node,
+            self.stale_connects_aborted.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "elector_stale_connect_abort_failures_total",
+            "kevy: retargets whose hanging connects could not be aborted (no ss, no CAP_NET_ADMIN); see the log.",
+            &node,
+            self.stale_connect_abort_failures.load(Ordering::Relaxed),
         );
         let secs = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
         let node_id = node[0].1;

@@ -117,6 +117,16 @@ impl Upstream {
         self.0 = None;
     }
 
+    /// Whether we were last told to follow the primary configured as `addr`.
+    pub fn is_following(&self, addr: &str) -> bool {
+        self.0.as_ref().is_some_and(|(a, _, _)| a == addr)
+    }
+
+    /// The resolved address given to `REPLICAOF`, if any.
+    pub fn address(&self) -> Option<(String, u16)> {
+        self.0.as_ref().map(|(_, h, p)| (h.clone(), *p))
+    }
+
     /// Whether `info` shows the replica following the primary configured as `addr`.
     pub fn satisfies(&self, addr: &str, info: &ReplicationInfo) -> bool {
         self.0

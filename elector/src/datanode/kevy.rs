@@ -15,11 +15,25 @@
 //! use only the quiesce: the target is [`NOWHERE`], which never answers, so
 //! kevy's own handover can never promote anything, and we lift the quiesce
 //! with `FAILOVER ABORT` once the elector's handover has moved on.
+//!
+//! Every `REPLICAOF` makes kevy join its replication thread, which may be
+//! stuck in a 5 s connect to a primary that is gone: we abort that connect
+//! while the command is outstanding ([`super::stale_connect`]).
 
 use super::info::{RespClient, Upstream};
+use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How long a replica waits for its new primary's kevy to report itself a
+/// primary before following it anyway. kevy bumps its feed generation on
+/// promotion; a replica that connected a moment before streams the old
+/// generation until the next upstream ping (1 s) tells it to re-handshake
+/// and take a second snapshot. Following only a promoted node saves that.
+const PROMOTION_WAIT: Duration = Duration::from_millis(1_000);
+const PROMOTION_POLL: Duration = Duration::from_millis(20);
 
 /// How long kevy keeps a quiesce on its own if we never lift it: longer than
 /// the longest switchover the API accepts (120 s), so it never lifts while a
@@ -35,6 +49,10 @@ const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
 
 pub struct KevyNode {
     client: RespClient,
+    password: Option<String>,
+    /// A client of the primary we were last told to follow (its client
+    /// port), to see it promoted before we follow it.
+    upstream_probe: Option<(String, RespClient)>,
     replication_port_offset: u16,
     /// Resolved replication address of the primary we were last told to follow.
     following: Upstream,
@@ -43,17 +61,108 @@ pub struct KevyNode {
     quiesced: Option<bool>,
     /// When we last sent `FAILOVER ABORT`.
     aborted_at: Option<Instant>,
+    /// Abort hanging connects to the upstream a `REPLICAOF` leaves.
+    abort_stale_connects: bool,
+    /// The replication address kevy itself reported following on the last
+    /// poll: what its thread dials, even after our own restart.
+    upstream_seen: Option<(String, u16)>,
+    /// What the aborts did since the last report.
+    aborts: AbortTally,
 }
 
 impl KevyNode {
     pub fn new(address: &str, password: Option<&str>, replication_port_offset: u16) -> KevyNode {
         KevyNode {
             client: RespClient::new(address, password),
+            password: password.map(str::to_string),
+            upstream_probe: None,
             replication_port_offset,
             following: Upstream::default(),
             quiesced: None,
             aborted_at: None,
+            abort_stale_connects: true,
+            upstream_seen: None,
+            aborts: AbortTally::default(),
         }
+    }
+
+    /// Waits, [`PROMOTION_WAIT`] at most, until the kevy at `primary_addr`
+    /// (its client address) reports itself a primary.
+    async fn await_promotion(&mut self, primary_addr: &str) {
+        if self
+            .upstream_probe
+            .as_ref()
+            .is_none_or(|(a, _)| a != primary_addr)
+        {
+            let client = RespClient::new(primary_addr, self.password.as_deref());
+            self.upstream_probe = Some((primary_addr.to_string(), client));
+        }
+        let Some((_, probe)) = self.upstream_probe.as_mut() else {
+            return;
+        };
+        let deadline = tokio::time::Instant::now() + PROMOTION_WAIT;
+        loop {
+            let info = tokio::time::timeout_at(deadline, probe.replication_info()).await;
+            match info {
+                Ok(Ok(info)) if info.is_master() => return,
+                Err(_) => break,
+                Ok(_) => {}
+            }
+            if tokio::time::Instant::now() + PROMOTION_POLL >= deadline {
+                break;
+            }
+            tokio::time::sleep(PROMOTION_POLL).await;
+        }
+        tracing::debug!(
+            primary_addr,
+            "new primary's kevy not promoted yet; following it anyway"
+        );
+    }
+
+    /// Whether to abort hanging connects on a retarget (`data_node.abort_stale_connects`).
+    pub fn with_abort_stale_connects(mut self, on: bool) -> KevyNode {
+        self.abort_stale_connects = on;
+        self
+    }
+
+    /// The replication address a `REPLICAOF` towards `to` (`None`: no one)
+    /// leaves, if its thread could be dialling somewhere that hangs.
+    fn leaving(&self, to: Option<(&str, u16)>) -> Option<(String, u16)> {
+        let from = self
+            .upstream_seen
+            .clone()
+            .or_else(|| self.following.address())?;
+        let pointless = (from.0.as_str(), from.1) == NOWHERE
+            || to.is_some_and(|(h, p)| (h, p) == (from.0.as_str(), from.1));
+        (self.abort_stale_connects && !pointless).then_some(from)
+    }
+
+    /// `REPLICAOF host port`, or `REPLICAOF NO ONE` for `None`, aborting
+    /// meanwhile any connect kevy's replication thread has hanging towards
+    /// the upstream it leaves (kevy joins that thread before it answers).
+    async fn replicate_from(&mut self, to: Option<(&str, u16)>) -> Result<(), DataNodeError> {
+        let leaving = self.leaving(to);
+        let command = async {
+            match to {
+                Some((host, port)) => self.client.replicaof(host, port).await,
+                None => self.client.promote().await,
+            }
+        };
+        let Some((host, port)) = leaving else {
+            return command.await;
+        };
+        let (done_tx, done_rx) = watch::channel(false);
+        let command = async {
+            let result = command.await;
+            let _ = done_tx.send(true);
+            result
+        };
+        let (result, tally) = tokio::join!(command, abort_until_done(host, port, done_rx));
+        self.aborts.aborted += tally.aborted;
+        if tally.error.is_some() {
+            self.aborts.error = tally.error;
+        }
+        result
     }
 
     /// Refuses writes while staying a primary. Fails on a replica: quiescing
@@ -99,7 +208,16 @@ impl DataNodeAdapter for KevyNode {
     }
 
     async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
-        self.client.replication_info().await
+        let info = self.client.replication_info().await?;
+        self.upstream_seen = match (&info.master_host, info.master_port) {
+            (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),
+            _ => None,
+        };
+        Ok(info)
+    }
+
+    fn take_aborts(&mut self) -> AbortTally {
+        std::mem::take(&mut self.aborts)
     }
 
     async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {
@@ -107,8 +225,8 @@ impl DataNodeAdapter for KevyNode {
         // never writable in between.
         match target {
             DataNodeTarget::Primary => {
+                self.replicate_from(None).await?;
                 self.following.clear();
-                self.client.promote().await?;
                 self.lift_quiesce().await?;
             }
             DataNodeTarget::HandingOver => {
@@ -116,14 +234,17 @@ impl DataNodeAdapter for KevyNode {
                 self.quiesce().await?;
             }
             DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => {
+                self.replicate_from(Some(NOWHERE)).await?;
                 self.following.clear();
-                self.client.replicaof(NOWHERE.0, NOWHERE.1).await?;
                 self.lift_quiesce().await?;
             }
             DataNodeTarget::Follow { primary_addr, .. } => {
                 let (host, client_port) = resolve(primary_addr).await?;
                 let port = client_port.saturating_add(self.replication_port_offset);
-                self.client.replicaof(&host, port).await?;
+                if !self.following.is_following(primary_addr) {
+                    self.await_promotion(primary_addr).await;
+                }
+                self.replicate_from(Some((&host, port))).await?;
                 self.following.set(primary_addr, host, port);
                 self.lift_quiesce().await?;
             }
@@ -134,8 +255,9 @@ impl DataNodeAdapter for KevyNode {
     /// kevy's only general fence is demotion (no `min-replicas-*`, no
     /// `replica-read-only` in its `CONFIG SET`).
     async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
+        let result = self.replicate_from(Some(NOWHERE)).await;
         self.following.clear();
-        self.client.replicaof(NOWHERE.0, NOWHERE.1).await
+        result
     }
 
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool {
@@ -149,5 +271,45 @@ impl DataNodeAdapter for KevyNode {
                 self.following.satisfies(primary_addr, info)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn replica_of(host: &str, port: u16) -> KevyNode {
+        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000);
+        node.upstream_seen = Some((host.to_string(), port));
+        node
+    }
+
+    #[test]
+    fn a_retarget_aborts_connects_to_the_upstream_kevy_last_reported() {
+        let node = replica_of("10.0.0.2", 16379);
+        assert_eq!(
+            node.leaving(Some(("10.0.0.3", 16380))),
+            Some(("10.0.0.2".to_string(), 16379))
+        );
+        // A promotion leaves the old upstream too.
+        assert_eq!(node.leaving(None), Some(("10.0.0.2".to_string(), 16379)));
+    }
+
+    #[test]
+    fn nothing_is_aborted_towards_nowhere_the_same_upstream_or_when_switched_off() {
+        let node = replica_of(NOWHERE.0, NOWHERE.1);
+        assert_eq!(node.leaving(Some(("10.0.0.3", 16380))), None);
+        let node = replica_of("10.0.0.2", 16379);
+        assert_eq!(node.leaving(Some(("10.0.0.2", 16379))), None);
+        let node = replica_of("10.0.0.2", 16379).with_abort_stale_connects(false);
+        assert_eq!(node.leaving(None), None);
+    }
+
+    #[test]
+    fn without_an_observation_the_address_we_last_gave_is_the_one_left() {
+        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000);
+        assert_eq!(node.leaving(None), None);
+        node.following.set("n1:6379", "10.0.0.2".into(), 16379);
+        assert_eq!(node.leaving(None), Some(("10.0.0.2".to_string(), 16379)));
     }
 }

@@ -8,6 +8,7 @@
 mod info;
 mod kevy;
 mod redis_node;
+pub mod stale_connect;
 
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
@@ -55,6 +56,11 @@ pub trait DataNodeAdapter: Send + 'static {
     fn fence_blind(&mut self) -> impl Future<Output = Result<(), DataNodeError>> + Send;
     /// Whether what we observe already is `target` (else it is re-applied).
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool;
+    /// Hanging replication connects aborted since the last call, and the
+    /// last reason one could not be (kevy only).
+    fn take_aborts(&mut self) -> stale_connect::AbortTally {
+        stale_connect::AbortTally::default()
+    }
 }
 
 /// What the adapter task reports to the runtime.
@@ -66,6 +72,9 @@ pub struct DataNodeReport {
     /// A fence target was applied in this round: how long after it was
     /// issued (exported as `elector_fence_apply_seconds`, protocol §6.2.1).
     pub fence_applied_after: Option<Duration>,
+    /// Hanging replication connects aborted in this round (kevy), and why
+    /// one could not be.
+    pub aborts: stale_connect::AbortTally,
 }
 
 /// The adapter's memory of the data node between polls.
@@ -86,6 +95,12 @@ struct Tracker {
     hold_writable_through: u64,
     /// How many such demotions were seen (reported to the core).
     overridden: u64,
+    /// The node may take writes: nothing non-writable has been applied
+    /// since we last tried a writable target, or since start. Only then
+    /// must a fence go out before anything is read; on a node already
+    /// fenced a read first spares a redundant command (on kevy, a
+    /// `REPLICAOF` that restarts its replication thread).
+    may_be_writable: bool,
 }
 
 /// What a poll learns about who changed the data node.
@@ -135,7 +150,7 @@ impl Tracker {
 /// sends a report after each poll.
 ///
 /// Safety rules (protocol §6.4.1, §6.8): a fence target is applied before
-/// anything is read; when the node cannot be read, a non-writable target is
+/// anything is read while the node may be writable; when the node cannot be read, a non-writable target is
 /// still enforced with a blind fence; a data node that restarted (another
 /// process answers, or a primary turned replica by itself) gets the
 /// start-up clamp at once and nothing else until the core has re-issued a
@@ -147,7 +162,10 @@ pub async fn run<A: DataNodeAdapter>(
     reports: mpsc::Sender<DataNodeReport>,
     poll: Duration,
 ) {
-    let mut t = Tracker::default();
+    let mut t = Tracker {
+        may_be_writable: true,
+        ..Tracker::default()
+    };
     let mut ticker = tokio::time::interval(poll);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -165,14 +183,17 @@ pub async fn run<A: DataNodeAdapter>(
         let mut error = None;
         let mut fence_applied_after = None;
         let mut restarted = false;
-        // A new fence goes out before anything is read: reading first would
+        // A new fence goes out before anything is read (unless the node is
+        // fenced already, see `may_be_writable`): reading first would
         // add a command (and its timeout) to the fence's latency.
-        if target.fences() && seq > t.applied_seq && generation == t.generation {
+        if target.fences() && seq > t.applied_seq && generation == t.generation && t.may_be_writable
+        {
             match adapter.apply(&target).await {
                 Ok(()) => {
                     tracing::info!(target = ?target, seq, backend = adapter.kind(), "data node fenced");
                     t.applied_seq = seq;
                     t.applied_writable = false;
+                    t.may_be_writable = false;
                     fence_applied_after = t.target_seen.map(|(_, at)| at.elapsed());
                 }
                 Err(e) => error = Some(e.to_string()),
@@ -184,6 +205,7 @@ pub async fn run<A: DataNodeAdapter>(
                 Change::None => {}
                 Change::Restarted => {
                     restarted = true;
+                    t.may_be_writable = true;
                     tracing::warn!(generation = t.generation, identity = ?info.identity, backend = adapter.kind(),
                         "data node restarted under us: clamping it until the elector decides again");
                     if let Err(e) = adapter.apply(&DataNodeTarget::Isolated).await {
@@ -205,6 +227,7 @@ pub async fn run<A: DataNodeAdapter>(
         if current && satisfied && seq > t.applied_seq {
             t.applied_seq = seq;
             t.applied_writable = target.writable();
+            t.may_be_writable = target.writable();
             t.offset_at_apply = before.as_ref().ok().map(|i| i.offset);
         }
         // A writable target the node was demoted from by someone else is
@@ -212,8 +235,14 @@ pub async fn run<A: DataNodeAdapter>(
         let held = target.writable() && seq <= t.hold_writable_through;
         let needs_apply = current && !restarted && !held && before.is_ok() && !satisfied;
         if needs_apply {
+            if target.writable() {
+                t.may_be_writable = true;
+            }
             match adapter.apply(&target).await {
                 Ok(()) => {
+                    if !target.writable() {
+                        t.may_be_writable = false;
+                    }
                     if seq > t.applied_seq {
                         tracing::info!(target = ?target, seq, backend = adapter.kind(), "data node updated");
                     } else {
@@ -236,6 +265,15 @@ pub async fn run<A: DataNodeAdapter>(
             if let Err(e) = adapter.fence_blind().await {
                 tracing::debug!(error = %e, "blind fence failed too");
             }
+        }
+        let aborts = adapter.take_aborts();
+        if aborts.aborted > 0 {
+            tracing::info!(aborted = aborts.aborted, backend = adapter.kind(),
+                "aborted hanging connects to the primary the data node left (its REPLICAOF waits for them)");
+        }
+        if let Some(e) = &aborts.error {
+            tracing::warn!(error = %e, backend = adapter.kind(),
+                "could not abort the data node's hanging replication connects: this retarget may wait out kevy's 5 s connect timeout");
         }
         // The offset reported with `applied_seq` is read after the apply.
         let after = if needs_apply || restarted {
@@ -261,6 +299,7 @@ pub async fn run<A: DataNodeAdapter>(
                 info: Some(info),
                 error,
                 fence_applied_after,
+                aborts,
             },
             Err(e) => DataNodeReport {
                 obs: Observation {
@@ -276,6 +315,7 @@ pub async fn run<A: DataNodeAdapter>(
                 info: None,
                 error: Some(e.to_string()),
                 fence_applied_after,
+                aborts,
             },
         };
         if reports.send(report).await.is_err() {

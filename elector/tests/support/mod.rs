@@ -3,6 +3,7 @@
 //! data nodes plus one `elector` binary each. Everything started here is
 //! killed when the [`Cluster`] drops, also when a test panics.
 
+pub mod netns;
 pub mod sentinel_peer;
 
 use serde_json::Value;
@@ -169,6 +170,27 @@ impl Cluster {
         timings: (&str, u64),
         nofile: Option<u32>,
     ) -> Cluster {
+        Cluster::start_full(backend, n, timings, nofile, "")
+    }
+
+    /// Like [`Cluster::start_with`] with more `data_node` settings
+    /// (`data_node_extra`: YAML map entries, e.g. `abort_stale_connects: false`).
+    pub fn start_configured(
+        backend: Backend,
+        n: usize,
+        timings: (&str, u64),
+        data_node_extra: &str,
+    ) -> Cluster {
+        Cluster::start_full(backend, n, timings, None, data_node_extra)
+    }
+
+    fn start_full(
+        backend: Backend,
+        n: usize,
+        timings: (&str, u64),
+        nofile: Option<u32>,
+        data_node_extra: &str,
+    ) -> Cluster {
         require(match backend {
             Backend::Kevy => "kevy",
             Backend::Redis => "redis-server",
@@ -200,7 +222,7 @@ impl Cluster {
             std::fs::create_dir_all(node.dir.join("data")).unwrap();
             let yaml = format!(
                 "node_id: {id}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\", sentinel: \"127.0.0.1:{s}\" }}\n\
-                 data_dir: {dir}/elector\ndata_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\" }}\n\
+                 data_dir: {dir}/elector\ndata_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\"{extra} }}\n\
                  peers:\n{peers}timings: {t}\n",
                 t = timings.0,
                 id = node.id,
@@ -210,6 +232,11 @@ impl Cluster {
                 dir = node.dir.display(),
                 kind = if backend == Backend::Kevy { "kevy" } else { "redis" },
                 d = node.data_port,
+                extra = if data_node_extra.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {data_node_extra}")
+                },
             );
             std::fs::write(node.dir.join("elector.yaml"), yaml).unwrap();
         }
@@ -352,14 +379,29 @@ impl Cluster {
     }
 
     /// The `elector_connections_closed_total` counter of node `i` for `reason`.
-    pub fn connections_closed(&self, i: usize, reason: &str) -> u64 {
+    /// Node `i`'s `/metrics` text.
+    pub fn metrics_text(&self, i: usize) -> String {
         let url = format!("http://127.0.0.1:{}/metrics", self.nodes[i].api_port);
-        let text = ureq::get(&url)
+        ureq::get(&url)
             .timeout(Duration::from_millis(1000))
             .call()
             .expect("GET /metrics")
             .into_string()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// An unlabelled-but-for-the-node counter from node `i`'s `/metrics`.
+    pub fn metric(&self, i: usize, name: &str) -> u64 {
+        let prefix = format!("{name}{{");
+        self.metrics_text(i)
+            .lines()
+            .filter(|l| l.starts_with(&prefix))
+            .find_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.trim().parse().ok()))
+            .unwrap_or(0)
+    }
+
+    pub fn connections_closed(&self, i: usize, reason: &str) -> u64 {
+        let text = self.metrics_text(i);
         let needle = format!("reason=\"{reason}\"}} ");
         text.lines()
             .filter(|l| l.starts_with("elector_connections_closed_total{"))
@@ -404,7 +446,10 @@ impl Cluster {
         found.unwrap()
     }
 
-    /// Waits until every node but `primary` reports its replication link up.
+    /// Waits until every node but `primary` reports its replication link up
+    /// and has finished loading what it received: kevy reports the link up
+    /// while it still answers `-LOADING` to every command (a full snapshot
+    /// follows each promotion), and a test's next command would get that.
     pub fn wait_replica_links(&self, primary: usize) {
         for i in (0..self.nodes.len()).filter(|&i| i != primary) {
             wait_until(
@@ -414,6 +459,16 @@ impl Cluster {
                         .is_some_and(|s| s["data_node"]["link_up"] == true)
                 },
                 "replica links",
+            );
+            wait_until(
+                Duration::from_secs(10),
+                || {
+                    let r: redis::RedisResult<Option<String>> = redis::cmd("GET")
+                        .arg("wait-replica-links")
+                        .query(&mut self.client(i));
+                    !r.is_err_and(|e| e.kind() == redis::ErrorKind::BusyLoadingError)
+                },
+                "replicas to finish loading",
             );
         }
     }
