@@ -7,7 +7,6 @@ pub mod netns;
 pub mod sentinel_peer;
 
 use serde_json::Value;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,20 +48,19 @@ pub struct Cluster {
     _tmp: tempfile::TempDir,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
+/// Whether `p` can be bound the way a data node binds it: without
+/// `SO_REUSEADDR`, so a port still holding `TIME_WAIT` sockets from a node a
+/// previous test killed counts as taken (std's `TcpListener` sets
+/// `SO_REUSEADDR` and would call it free, and kevy's bind would then fail).
 fn port_free(p: u16) -> bool {
-    TcpListener::bind(("127.0.0.1", p)).is_ok()
+    use socket2::{Domain, Socket, Type};
+    let Ok(socket) = Socket::new(Domain::IPV4, Type::STREAM, None) else {
+        return false;
+    };
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], p));
+    socket.set_reuse_address(false).is_ok() && socket.bind(&addr.into()).is_ok()
 }
 
-/// A client port whose kevy replication port (+10000) is free too, below the
-/// ephemeral range so the kernel never hands either out meanwhile.
 /// The lock file that reserves a data port for this test process.
 fn port_lock(port: u16) -> PathBuf {
     std::env::temp_dir().join(format!("elector-test-port-{port}"))
@@ -109,11 +107,25 @@ fn redis_server_command(port: u16, dir: &std::path::Path) -> Command {
     cmd
 }
 
+/// Data ports handed out so far by this process: each test gets a port no
+/// earlier test of the process used, so a released port's lingering sockets
+/// never meet the next node.
+static DATA_PORTS_TAKEN: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+
+/// How many ports after a data port [`data_port`] also finds free, for the
+/// node's other listeners ([`companion_port`]).
+const COMPANION_PORTS: u16 = 3;
+
+/// A data port whose companions (the next [`COMPANION_PORTS`] ports) and kevy
+/// replication port (+10000) are free too, all below the ephemeral range so
+/// the kernel never hands one out as a client's source port meanwhile.
 fn data_port() -> u16 {
-    let seed = std::process::id() as u64 * 7919 + Instant::now().elapsed().as_nanos() as u64;
-    let mut candidate = 12_000 + (seed % 1000) as u16 * 10;
+    let seed = std::process::id() as u64 * 7919;
+    let taken = DATA_PORTS_TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut candidate = 12_000 + ((seed + u64::from(taken)) % 1000) as u16 * 10;
     loop {
-        if port_free(candidate) && port_free(candidate + 10_000) {
+        let block_free = (0..=COMPANION_PORTS).all(|k| port_free(candidate + k));
+        if block_free && port_free(candidate + 10_000) {
             // Reserve it briefly against our own other tests by a lock file.
             let lock = port_lock(candidate);
             if std::fs::OpenOptions::new()
@@ -140,6 +152,16 @@ fn data_port() -> u16 {
     }
 }
 
+/// The `k`-th (1-based) port after a data port, reserved along with it by
+/// [`data_port`]: electors' API, election and Sentinel listeners.
+fn companion_port(data_port: u16, k: u16) -> u16 {
+    assert!(
+        (1..=COMPANION_PORTS).contains(&k),
+        "only {COMPANION_PORTS} companion ports are reserved"
+    );
+    data_port + k
+}
+
 pub fn require(binary: &str) {
     let found = Command::new("sh")
         .arg("-c")
@@ -151,6 +173,11 @@ pub fn require(binary: &str) {
         "{binary} is not installed: run scripts/install-deps.sh (the repo installs it)"
     );
 }
+
+/// A data node could not bind its port: someone else took it after it was
+/// chosen.
+#[derive(Debug)]
+struct PortTaken(u16);
 
 impl Cluster {
     /// Starts `n` data nodes (read-only, no upstream) and their electors.
@@ -184,6 +211,9 @@ impl Cluster {
         Cluster::start_full(backend, n, timings, None, data_node_extra)
     }
 
+    /// Starts the cluster, again on fresh ports (3 tries) when a data node
+    /// finds its port taken: the ports are checked free when chosen, but a
+    /// process outside this test can still bind one before the node does.
     fn start_full(
         backend: Backend,
         n: usize,
@@ -191,18 +221,39 @@ impl Cluster {
         nofile: Option<u32>,
         data_node_extra: &str,
     ) -> Cluster {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match Cluster::try_start_full(backend, n, timings, nofile, data_node_extra) {
+                Ok(cluster) => return cluster,
+                Err(PortTaken(port)) if tries < 3 => {
+                    eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
+                }
+                Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
+            }
+        }
+    }
+
+    fn try_start_full(
+        backend: Backend,
+        n: usize,
+        timings: (&str, u64),
+        nofile: Option<u32>,
+        data_node_extra: &str,
+    ) -> Result<Cluster, PortTaken> {
         require(match backend {
             Backend::Kevy => "kevy",
             Backend::Redis => "redis-server",
         });
         let tmp = tempfile::tempdir().unwrap();
         let mut nodes: Vec<NodeProcs> = (1..=n)
-            .map(|i| NodeProcs {
+            .map(|i| (i, data_port()))
+            .map(|(i, data_port)| NodeProcs {
                 id: format!("n{i}"),
-                data_port: data_port(),
-                api_port: free_port(),
-                election_port: free_port(),
-                sentinel_port: free_port(),
+                data_port,
+                api_port: companion_port(data_port, 1),
+                election_port: companion_port(data_port, 2),
+                sentinel_port: companion_port(data_port, 3),
                 data: None,
                 elector: None,
                 watchdog: None,
@@ -248,12 +299,14 @@ impl Cluster {
             _tmp: tmp,
         };
         for i in 0..n {
-            cluster.start_node(i);
+            cluster.try_start_node(i)?;
         }
-        cluster
+        Ok(cluster)
     }
 
-    fn start_data(&mut self, i: usize) {
+    /// Starts node `i`'s data node and waits until it answers `PING`; a node
+    /// that exits because its port is in use is reported, not waited for.
+    fn start_data(&mut self, i: usize) -> Result<(), PortTaken> {
         let node = &mut self.nodes[i];
         let data_dir = node.dir.join("data");
         let log = std::fs::File::create(node.dir.join("data.log")).unwrap();
@@ -280,17 +333,41 @@ impl Cluster {
                 .stderr(log)
                 .spawn(),
         };
-        node.data = Some(child.expect("start data node"));
+        // Held by the node from here on, so a failed wait still kills it.
+        let child = node.data.insert(child.expect("start data node"));
         let port = node.data_port;
-        wait_until(
-            Duration::from_secs(10),
-            || redis_client(port).ping().is_ok(),
-            "data node to accept connections",
-        );
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(node.dir.join("data.log")).unwrap_or_default();
+                if log.contains("Address already in use") {
+                    return Err(PortTaken(port));
+                }
+                panic!("data node on port {port} exited ({status}) before answering:\n{log}");
+            }
+            if try_connect("127.0.0.1", port, Duration::from_secs(1))
+                .is_some_and(|mut c| c.ping().is_ok())
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out after 10 s waiting for the data node on port {port} to accept connections"
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Ok(())
     }
 
+    /// Starts (or restarts) node `i`: its data node, then its elector.
     pub fn start_node(&mut self, i: usize) {
-        self.start_data(i);
+        let port = self.nodes[i].data_port;
+        self.try_start_node(i)
+            .unwrap_or_else(|_| panic!("node {i}'s data port {port} is taken by another process"));
+    }
+
+    fn try_start_node(&mut self, i: usize) -> Result<(), PortTaken> {
+        self.start_data(i)?;
         let node = &mut self.nodes[i];
         let log = std::fs::File::create(node.dir.join(format!("elector-{}.log", node.id))).unwrap();
         let mut cmd = match self.elector_nofile {
@@ -315,6 +392,7 @@ impl Cluster {
             .spawn()
             .expect("start elector");
         node.elector = Some(child);
+        Ok(())
     }
 
     /// SIGKILL of elector and data node, as the node supervisor does.
@@ -337,7 +415,9 @@ impl Cluster {
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
         }
-        self.start_data(i);
+        self.start_data(i).unwrap_or_else(|PortTaken(port)| {
+            panic!("node {i}'s data port {port} was taken while it was down")
+        });
     }
 
     /// Sends `signal` (`STOP`, `CONT`, `TERM`) to node `i`'s elector.

@@ -5,8 +5,8 @@
 //! [`SentinelPeer`] drops, also when a test panics.
 
 use super::{
-    data_port, free_port, print_log_tail, redis_client, redis_server_command, release_data_port,
-    require, stop_child, try_connect, wait_until, Ping,
+    companion_port, data_port, print_log_tail, redis_client, redis_server_command,
+    release_data_port, require, stop_child, try_connect, wait_until, Ping,
 };
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -67,7 +67,7 @@ impl SentinelPeer {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().to_path_buf();
         let redis_ports: Vec<u16> = (0..3).map(|_| data_port()).collect();
-        let sentinel_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+        let sentinel_ports: Vec<u16> = redis_ports.iter().map(|&p| companion_port(p, 1)).collect();
         let mut peer = SentinelPeer {
             redis_ports: redis_ports.clone(),
             sentinel_ports: sentinel_ports.clone(),
