@@ -37,6 +37,7 @@ pub fn summary_markdown(runs: &[RunResult]) -> String {
     let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in runs {
         let result = match (r.passed, r.expect_violation, &r.error) {
+            _ if r.void => "VOID",
             (_, _, Some(_)) => "ERROR",
             (true, true, _) => "PASS (violation caught)",
             (true, false, _) => "PASS",
@@ -106,8 +107,17 @@ pub fn summary_markdown(runs: &[RunResult]) -> String {
     }
     let errors: Vec<&RunResult> = runs.iter().filter(|r| r.error.is_some()).collect();
     let violations: Vec<&RunResult> = runs.iter().filter(|r| !r.checks_passed).collect();
-    if !violations.is_empty() || !errors.is_empty() {
+    let repeated: Vec<&RunResult> = runs
+        .iter()
+        .filter(|r| !r.earlier_void_runs.is_empty())
+        .collect();
+    if !violations.is_empty() || !errors.is_empty() || !repeated.is_empty() {
         let _ = writeln!(s, "\n## Details\n");
+        for r in repeated {
+            for why in &r.earlier_void_runs {
+                let _ = writeln!(s, "- **{}**: repeated after a void try: {why}", r.id());
+            }
+        }
         for r in errors {
             let _ = writeln!(
                 s,
@@ -179,5 +189,21 @@ mod tests {
         let md = summary_markdown(&[r]);
         assert!(md.contains("FAIL"));
         assert!(md.contains("split brain: n1+n2"), "{md}");
+    }
+
+    #[test]
+    fn a_void_run_and_the_void_tries_before_a_run_are_reported() {
+        let (mut void, _) = sample_run();
+        void.void = true;
+        void.error = Some("void run: froze n1 for up to 1994 ms".into());
+        let (mut repeated, _) = sample_run();
+        repeated.seed = 2;
+        repeated.earlier_void_runs = vec!["void run: froze n1 for up to 2100 ms".into()];
+        let md = summary_markdown(&[void, repeated]);
+        assert!(md.contains("| VOID |"), "{md}");
+        assert!(
+            md.contains("-s2**: repeated after a void try: void run: froze n1 for up to 2100 ms"),
+            "{md}"
+        );
     }
 }

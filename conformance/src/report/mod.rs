@@ -73,6 +73,13 @@ pub struct RunResult {
     pub passed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The run could not judge the product (the harness overran a timed
+    /// fault; see `runner::assemble::freeze_overran`); `error` says why.
+    #[serde(default)]
+    pub void: bool,
+    /// Why earlier tries of this run were void and repeated.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_void_runs: Vec<String>,
     pub duration_ms: Ms,
     pub metrics: Metrics,
     pub checks: Vec<CheckResult>,
@@ -206,6 +213,8 @@ pub(crate) mod tests {
             checks_passed: false,
             passed: false,
             error: None,
+            void: false,
+            earlier_void_runs: vec![],
             duration_ms: 4000,
             metrics,
             checks,
