@@ -81,6 +81,12 @@ pub struct DataNodeConfig {
     /// not wait out its 5 s connect timeout (docs/architecture.md §kevy).
     #[serde(default = "default_abort_stale_connects")]
     pub abort_stale_connects: bool,
+    /// kevy: while this node is the primary and a replica lags, send a
+    /// no-op frame (`DEL __elector_ack_nudge__`) so the replica acknowledges
+    /// within a poll or two instead of at kevy's 1 s ping; `WAIT` answers
+    /// that much sooner (docs/architecture.md §kevy).
+    #[serde(default = "default_ack_nudge")]
+    pub ack_nudge: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -161,6 +167,10 @@ fn default_repl_offset() -> u16 {
 }
 
 fn default_abort_stale_connects() -> bool {
+    true
+}
+
+fn default_ack_nudge() -> bool {
     true
 }
 

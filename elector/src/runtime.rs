@@ -112,7 +112,8 @@ pub async fn run(
                 dn.password.as_deref(),
                 dn.replication_port_offset,
             )
-            .with_abort_stale_connects(dn.abort_stale_connects);
+            .with_abort_stale_connects(dn.abort_stale_connects)
+            .with_ack_nudge(dn.ack_nudge);
             tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
         }
         DataNodeKind::Redis => {
@@ -229,6 +230,7 @@ pub async fn run(
                     shell.metrics.fence_applied(after);
                 }
                 shell.metrics.stale_connects(report.aborts.aborted, report.aborts.error.is_some());
+                shell.metrics.ack_nudges(report.ack_nudges);
                 let obs = report.obs.clone();
                 shell.book.set_report(report);
                 Event::DataNode(obs)

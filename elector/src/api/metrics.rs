@@ -80,6 +80,8 @@ pub struct Metrics {
     /// aborts that could not be made (no `ss`, no CAP_NET_ADMIN).
     stale_connects_aborted: AtomicU64,
     stale_connect_abort_failures: AtomicU64,
+    /// kevy: frames sent to make lagging replicas acknowledge.
+    ack_nudges: AtomicU64,
     /// Fence applies on the data node (protocol §6.2.1): count, total and
     /// worst time in microseconds, from the core's decision to the
     /// server's OK.
@@ -148,6 +150,10 @@ impl Metrics {
             self.stale_connect_abort_failures
                 .fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    pub fn ack_nudges(&self, sent: u64) {
+        self.ack_nudges.fetch_add(sent, Ordering::Relaxed);
     }
 
     pub fn fence_applied(&self, after: std::time::Duration) {
@@ -385,6 +391,13 @@ impl Metrics {
             "kevy: retargets whose hanging connects could not be aborted (no ss, no CAP_NET_ADMIN); see the log.",
             &node,
             self.stale_connect_abort_failures.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "elector_ack_nudges_total",
+            "kevy: no-op frames the primary's elector sent so lagging replicas acknowledge (data_node.ack_nudge).",
+            &node,
+            self.ack_nudges.load(Ordering::Relaxed),
         );
         let secs = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
         let node_id = node[0].1;

@@ -17,6 +17,9 @@ pub struct ReplicationInfo {
     /// Replica: `master_link_status:up`.
     pub link_up: bool,
     pub connected_replicas: Option<u64>,
+    /// Primary: the lowest offset an online replica has acknowledged
+    /// (`slaveN:...,state=online,offset=N`), `None` without one.
+    pub slowest_replica_ack: Option<u64>,
     /// Which process answered (Redis `run_id`, kevy `process_id`): a change
     /// means the data node restarted (protocol §6.8).
     pub identity: Option<String>,
@@ -64,6 +67,26 @@ pub fn parse_identity(server_info: &str) -> Option<String> {
     pid
 }
 
+/// `slave0`, `slave1`, ... (not `slave_repl_offset` and friends).
+fn is_replica_line(key: &str) -> bool {
+    key.strip_prefix("slave")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The acknowledged offset in a replica line's value
+/// (`ip=...,port=...,state=online,offset=13,...`), if it is online.
+fn online_replica_ack(value: &str) -> Option<u64> {
+    let field = |name: &str| {
+        value
+            .split(',')
+            .find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == name))
+            .map(|(_, v)| v)
+    };
+    (field("state")? == "online")
+        .then(|| field("offset")?.parse().ok())
+        .flatten()
+}
+
 impl ReplicationInfo {
     pub fn is_master(&self) -> bool {
         self.role == "master"
@@ -84,6 +107,12 @@ impl ReplicationInfo {
                 "master_port" => info.master_port = value.parse().ok(),
                 "master_link_status" => info.link_up = value == "up",
                 "connected_slaves" => info.connected_replicas = value.parse().ok(),
+                k if is_replica_line(k) => {
+                    if let Some(acked) = online_replica_ack(value) {
+                        info.slowest_replica_ack =
+                            Some(info.slowest_replica_ack.map_or(acked, |s| s.min(acked)));
+                    }
+                }
                 _ => {}
             }
         }
@@ -233,6 +262,28 @@ mod tests {
         let info = ReplicationInfo::parse(text).unwrap();
         assert_eq!(info.offset, 40);
         assert!(info.link_up && info.follows("127.0.0.1", 17110) && !info.is_master());
+    }
+
+    #[test]
+    fn a_primary_knows_the_slowest_online_replica_acknowledgement() {
+        // As kevy 7.0.0 answers: `offset` is what the replica acknowledged,
+        // `sent` what was shipped to it.
+        let text = "role:master\r\nconnected_slaves:3\r\n\
+            slave0:ip=10.0.0.2,port=6380,state=online,offset=13,sent=13,lag=0\r\n\
+            slave1:ip=10.0.0.3,port=6381,state=online,offset=9,sent=13,lag=0\r\n\
+            slave2:ip=10.0.0.4,port=6382,state=wait_bgsave,offset=0,sent=0,lag=0\r\n\
+            slave_read_only:1\r\nmaster_repl_offset:13\r\n";
+        let info = ReplicationInfo::parse(text).unwrap();
+        assert_eq!(
+            info.slowest_replica_ack,
+            Some(9),
+            "the loading replica is not counted"
+        );
+        let none = "role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:13\r\n";
+        assert_eq!(
+            ReplicationInfo::parse(none).unwrap().slowest_replica_ack,
+            None
+        );
     }
 
     #[test]

@@ -19,6 +19,14 @@
 //! Every `REPLICAOF` makes kevy join its replication thread, which may be
 //! stuck in a 5 s connect to a primary that is gone: we abort that connect
 //! while the command is outstanding ([`super::stale_connect`]).
+//!
+//! A kevy replica acknowledges a frame only if its last acknowledgement is
+//! 100 ms old or more; otherwise it waits for the next frame or for the
+//! primary's ping, sent once a second. The last writes of a burst therefore
+//! wait up to a second for `WAIT`, and so does the first write a new primary
+//! takes. While a replica lags, the primary's elector sends a frame of its
+//! own ([`ACK_NUDGE`]: a `DEL` of a key that does not exist, replicated like
+//! any write), so the acknowledgement follows within a poll or two.
 
 use super::info::{RespClient, Upstream};
 use super::stale_connect::{abort_until_done, AbortTally};
@@ -47,6 +55,16 @@ const QUIESCE_TIMEOUT_MS: u64 = 600_000;
 /// new quiesce waits this long after an abort.
 const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
 
+/// The nudge: deletes a key reserved for it, which never exists, so it
+/// changes no data; kevy replicates it all the same (one frame).
+pub const ACK_NUDGE: [&str; 2] = ["DEL", "__elector_ack_nudge__"];
+
+/// At most one nudge per this long: a replica acknowledges a frame only
+/// 100 ms after its last acknowledgement, and the primary's INFO shows an
+/// acknowledgement up to one 100 ms tick late, so nudging on every 100 ms
+/// poll would mostly nudge again for a lag already being answered.
+const ACK_NUDGE_GAP: Duration = Duration::from_millis(150);
+
 pub struct KevyNode {
     client: RespClient,
     password: Option<String>,
@@ -68,6 +86,13 @@ pub struct KevyNode {
     upstream_seen: Option<(String, u16)>,
     /// What the aborts did since the last report.
     aborts: AbortTally,
+    /// Nudge lagging replicas into acknowledging (`data_node.ack_nudge`).
+    ack_nudge: bool,
+    /// The last target we applied made the node a writable primary.
+    writable_applied: bool,
+    last_nudge: Option<Instant>,
+    /// Nudges sent since the last report.
+    ack_nudges: u64,
 }
 
 impl KevyNode {
@@ -83,6 +108,43 @@ impl KevyNode {
             abort_stale_connects: true,
             upstream_seen: None,
             aborts: AbortTally::default(),
+            ack_nudge: false,
+            writable_applied: false,
+            last_nudge: None,
+            ack_nudges: 0,
+        }
+    }
+
+    /// Whether to nudge lagging replicas into acknowledging while this node
+    /// is the writable primary (`data_node.ack_nudge`; off unless set).
+    pub fn with_ack_nudge(mut self, on: bool) -> KevyNode {
+        self.ack_nudge = on;
+        self
+    }
+
+    /// A nudge is due: we made this node the writable primary, it still is
+    /// one, an online replica has not acknowledged all it holds, and the
+    /// last nudge is [`ACK_NUDGE_GAP`] old.
+    fn nudge_due(&self, info: &ReplicationInfo, now: Instant) -> bool {
+        self.ack_nudge
+            && self.writable_applied
+            && self.quiesced == Some(false)
+            && info.is_master()
+            && info
+                .slowest_replica_ack
+                .is_some_and(|acked| acked < info.offset)
+            && self
+                .last_nudge
+                .is_none_or(|at| now.duration_since(at) >= ACK_NUDGE_GAP)
+    }
+
+    /// Sends one nudge. A refusal (the node was fenced meanwhile) or a
+    /// timeout only costs this nudge; the poll's reading stands.
+    async fn nudge(&mut self, now: Instant) {
+        self.last_nudge = Some(now);
+        match self.client.call::<i64>(&ACK_NUDGE).await {
+            Ok(_) => self.ack_nudges += 1,
+            Err(e) => tracing::debug!(error = %e, "acknowledgement nudge not taken"),
         }
     }
 
@@ -213,6 +275,10 @@ impl DataNodeAdapter for KevyNode {
             (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),
             _ => None,
         };
+        let now = Instant::now();
+        if self.nudge_due(&info, now) {
+            self.nudge(now).await;
+        }
         Ok(info)
     }
 
@@ -220,14 +286,20 @@ impl DataNodeAdapter for KevyNode {
         std::mem::take(&mut self.aborts)
     }
 
+    fn take_ack_nudges(&mut self) -> u64 {
+        std::mem::take(&mut self.ack_nudges)
+    }
+
     async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {
         // Demotions come before lifting a quiesce, so a draining primary is
         // never writable in between.
+        self.writable_applied = false;
         match target {
             DataNodeTarget::Primary => {
                 self.replicate_from(None).await?;
                 self.following.clear();
                 self.lift_quiesce().await?;
+                self.writable_applied = true;
             }
             DataNodeTarget::HandingOver => {
                 self.following.clear();
@@ -255,6 +327,7 @@ impl DataNodeAdapter for KevyNode {
     /// kevy's only general fence is demotion (no `min-replicas-*`, no
     /// `replica-read-only` in its `CONFIG SET`).
     async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
+        self.writable_applied = false;
         let result = self.replicate_from(Some(NOWHERE)).await;
         self.following.clear();
         result
@@ -303,6 +376,61 @@ mod tests {
         assert_eq!(node.leaving(Some(("10.0.0.2", 16379))), None);
         let node = replica_of("10.0.0.2", 16379).with_abort_stale_connects(false);
         assert_eq!(node.leaving(None), None);
+    }
+
+    /// A primary at offset 20 whose slowest online replica acknowledged `acked`.
+    fn primary_info(acked: Option<u64>) -> ReplicationInfo {
+        ReplicationInfo {
+            role: "master".into(),
+            offset: 20,
+            slowest_replica_ack: acked,
+            ..ReplicationInfo::default()
+        }
+    }
+
+    fn writable_primary() -> KevyNode {
+        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000).with_ack_nudge(true);
+        node.writable_applied = true;
+        node.quiesced = Some(false);
+        node
+    }
+
+    #[test]
+    fn a_writable_primary_nudges_a_lagging_replica_at_most_every_gap() {
+        let mut node = writable_primary();
+        let t0 = Instant::now();
+        assert!(node.nudge_due(&primary_info(Some(18)), t0));
+        node.last_nudge = Some(t0);
+        assert!(!node.nudge_due(&primary_info(Some(18)), t0 + Duration::from_millis(100)));
+        assert!(node.nudge_due(&primary_info(Some(18)), t0 + ACK_NUDGE_GAP));
+    }
+
+    #[test]
+    fn nothing_is_nudged_without_lag_a_replica_or_a_writable_primary_of_ours() {
+        let t0 = Instant::now();
+        let node = writable_primary();
+        assert!(
+            !node.nudge_due(&primary_info(Some(20)), t0),
+            "all acknowledged"
+        );
+        assert!(
+            !node.nudge_due(&primary_info(None), t0),
+            "no online replica"
+        );
+        let mut replica = primary_info(Some(18));
+        replica.role = "slave".into();
+        assert!(!node.nudge_due(&replica, t0), "demoted by someone else");
+        let mut fenced = writable_primary();
+        fenced.writable_applied = false;
+        assert!(!fenced.nudge_due(&primary_info(Some(18)), t0));
+        let mut draining = writable_primary();
+        draining.quiesced = Some(true);
+        assert!(
+            !draining.nudge_due(&primary_info(Some(18)), t0),
+            "handing over"
+        );
+        let off = writable_primary().with_ack_nudge(false);
+        assert!(!off.nudge_due(&primary_info(Some(18)), t0));
     }
 
     #[test]

@@ -61,6 +61,10 @@ pub trait DataNodeAdapter: Send + 'static {
     fn take_aborts(&mut self) -> stale_connect::AbortTally {
         stale_connect::AbortTally::default()
     }
+    /// Acknowledgement nudges sent since the last call (kevy only).
+    fn take_ack_nudges(&mut self) -> u64 {
+        0
+    }
 }
 
 /// What the adapter task reports to the runtime.
@@ -75,6 +79,8 @@ pub struct DataNodeReport {
     /// Hanging replication connects aborted in this round (kevy), and why
     /// one could not be.
     pub aborts: stale_connect::AbortTally,
+    /// Acknowledgement nudges sent to lagging replicas in this round (kevy).
+    pub ack_nudges: u64,
 }
 
 /// The adapter's memory of the data node between polls.
@@ -267,6 +273,7 @@ pub async fn run<A: DataNodeAdapter>(
             }
         }
         let aborts = adapter.take_aborts();
+        let ack_nudges = adapter.take_ack_nudges();
         if aborts.aborted > 0 {
             tracing::info!(aborted = aborts.aborted, backend = adapter.kind(),
                 "aborted hanging connects to the primary the data node left (its REPLICAOF waits for them)");
@@ -300,6 +307,7 @@ pub async fn run<A: DataNodeAdapter>(
                 error,
                 fence_applied_after,
                 aborts,
+                ack_nudges,
             },
             Err(e) => DataNodeReport {
                 obs: Observation {
@@ -316,6 +324,7 @@ pub async fn run<A: DataNodeAdapter>(
                 error: Some(e.to_string()),
                 fence_applied_after,
                 aborts,
+                ack_nudges,
             },
         };
         if reports.send(report).await.is_err() {
