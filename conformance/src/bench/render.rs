@@ -263,7 +263,8 @@ pub fn page(runs: &[(RunResult, History)], plan: &Plan, machine: &Machine, comma
     let _ = writeln!(
         s,
         "- Workload: the conformance writers (`SET` then `WAIT quorum-1`), each finding the primary the way the target's clients do. Durable failover = fault to the first write a replica acknowledged on another node.\n\
-         - Two writable primaries: the poller (every 100 ms) saw two nodes whose `INFO replication` says `role:master` and that accept writes (a probe write on kevy-builtin, whose quorum fence is invisible in INFO; our electors' `/status` fence on ours), for longer than the lease ({} ms), or clients' writes succeeded on both.\n",
+         - Two writable primaries: the poller (every 100 ms) saw two nodes whose `INFO replication` says `role:master` and that accept writes (a probe write on kevy-builtin, whose quorum fence is invisible in INFO; our electors' `/status` fence on ours), for longer than the lease ({} ms), or clients' writes succeeded on both.\n\
+         - kevy's acknowledgement cadence: a kevy replica acknowledges a frame only 100 ms after its last acknowledgement, else at the next frame or the primary's 1 s ping, so the last write of a burst can wait a second for `WAIT`. On kevy-builtin the poller's probe write (one `SET` every 100 ms on each master) is such a stream of frames, and its replicas acknowledge promptly; our elector sends its kevy primary a no-op frame while a replica lags (`data_node.ack_nudge`, docs/architecture.md §kevy). Both kevy targets thus get prompt acknowledgements; without either, about half the writes on kevy time out their `WAIT`.\n",
         plan.down_after_ms
     );
     let _ = writeln!(s, "## Durable failover\n");
