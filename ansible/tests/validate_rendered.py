@@ -19,7 +19,7 @@ TOP = {"node_id", "cluster_name", "listen", "data_dir", "priority", "max_lag_byt
        "data_node", "peers", "timings", "auth", "hooks"}
 REQUIRED_TOP = {"node_id", "listen", "data_dir", "data_node", "peers", "timings", "auth"}
 LISTEN = {"election", "api", "sentinel"}
-DATA_NODE = {"kind", "address", "replication_port_offset"}
+DATA_NODE = {"kind", "address", "replication_port_offset", "abort_stale_connects", "ack_nudge"}
 PEER = {"id", "election", "data", "api"}
 TIMINGS = {"hb_interval_ms", "down_after_ms", "election_timeout_ms", "backoff_min_ms",
            "backoff_max_ms", "data_poll_ms"}
