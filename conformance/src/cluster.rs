@@ -91,13 +91,30 @@ pub struct Cluster {
 /// beside the suite). Above it, only another listener can take it.
 const PUBLISH_PORTS: std::ops::Range<u16> = 61_000..65_000;
 
-/// Picks a free TCP port on loopback outside the ephemeral range, starting
-/// at a random place so parallel suites rarely try the same one.
+/// Where the next [`free_port`] search starts, as an offset into
+/// [`PUBLISH_PORTS`]; `u32::MAX` until the first call picks a random start.
+static NEXT_PUBLISH_PORT: std::sync::atomic::AtomicU32 =
+    std::sync::atomic::AtomicU32::new(u32::MAX);
+
+/// Picks a free TCP port on loopback outside the ephemeral range. The search
+/// starts at a random place (parallel suites rarely try the same port) and
+/// then moves on through the range: a cluster's nodes are given ports before
+/// any of them is bound, and picking each at random gave two nodes the same
+/// one ("port is already allocated", once in a CI run); moving on also leaves
+/// a port Docker has just released to rest until the range wraps.
 fn free_port() -> Result<u16> {
-    let span = PUBLISH_PORTS.end - PUBLISH_PORTS.start;
-    let start = rand::random::<u16>() % span;
+    use std::sync::atomic::Ordering;
+    let span = u32::from(PUBLISH_PORTS.end - PUBLISH_PORTS.start);
+    let _ = NEXT_PUBLISH_PORT.compare_exchange(
+        u32::MAX,
+        rand::random::<u32>() % span,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
     (0..span)
-        .map(|i| PUBLISH_PORTS.start + (start + i) % span)
+        .map(|_| {
+            PUBLISH_PORTS.start + (NEXT_PUBLISH_PORT.fetch_add(1, Ordering::Relaxed) % span) as u16
+        })
         .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
         .ok_or_else(|| Error::Cluster(format!("no free port in {PUBLISH_PORTS:?}")))
 }
@@ -493,6 +510,13 @@ impl Drop for Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ports_picked_before_any_is_bound_are_all_different() {
+        let picked: std::collections::BTreeSet<u16> =
+            (0..12).map(|_| free_port().unwrap()).collect();
+        assert_eq!(picked.len(), 12, "{picked:?}");
+    }
 
     #[test]
     fn published_ports_are_free_and_above_the_ephemeral_range() {
