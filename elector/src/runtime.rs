@@ -9,7 +9,9 @@ use crate::api::request_auth::RequestVerifier;
 use crate::api::sentinel;
 use crate::api::{self, ApiState, LoopBeat, SwitchoverError, SwitchoverRequest};
 use crate::config::{Config, DataNodeKind};
-use crate::core::{Action, Core, DataNodeTarget, Event, Notice, Reason};
+use crate::core::{
+    Action, Core, DataNodeTarget, Event, Fence, Gate, Notice, Output, Reason, SwitchoverFailure,
+};
 use crate::datanode::{self, DataNodeReport, KevyNode, RedisNode};
 use crate::hooks::{HookEvent, HookKind, HookRunner};
 use crate::net::auth::{unix_ms_now, AuthConfigError, Authenticator};
@@ -207,6 +209,7 @@ pub async fn run(
         book,
         pending_switchover: None,
         node_id: config.node_id.clone(),
+        gate: Gate::default(),
     };
     shell.execute(&core, start_actions, clock.now());
 
@@ -218,8 +221,16 @@ pub async fn run(
             biased;
             _ = &mut shutdown => break,
             Some((seq, result)) = persisted_rx.recv() => match result {
-                Ok(()) => Event::Persisted { seq },
-                Err(error) => Event::PersistFailed { seq, error },
+                Ok(()) => {
+                    // What waited for this write leaves before the core
+                    // sees it durable (§5.2).
+                    shell.release(&core, seq, clock.now());
+                    Event::Persisted { seq }
+                }
+                Err(error) => {
+                    shell.gate.drop_all();
+                    Event::PersistFailed { seq, error }
+                }
             },
             Some(inbound) = inbound_rx.recv() => Event::Message { from: inbound.from, msg: inbound.msg },
             Some(report) = report_rx.recv() => {
@@ -240,8 +251,8 @@ pub async fn run(
         };
         loop_beat.beat();
         let now = clock.now();
-        let actions = core.handle(now, event);
-        shell.execute(&core, actions, now);
+        let output = core.handle(now, event);
+        shell.execute(&core, output, now);
         status_tx.send_replace(shell.book.snapshot(&core, &config, &shell.metrics, now));
         let view = status_view::cluster_view(&core, &config);
         view_tx.send_if_modified(|v| {
@@ -322,6 +333,8 @@ struct Shell {
     book: StatusBook,
     pending_switchover: Option<PendingSwitchover>,
     node_id: String,
+    /// Actions waiting for a durable write (§5.2).
+    gate: Gate,
 }
 
 impl Shell {
@@ -354,20 +367,70 @@ impl Shell {
         Event::SwitchoverRequested { to, timeout_ms }
     }
 
-    fn execute(&mut self, core: &Core, actions: Vec<Action>, now: u64) {
-        for action in actions {
-            match action {
-                Action::Send { to, msg } => self.transport.send(&to, msg),
-                Action::Persist { seq, state } => {
-                    let _ = self.persist_tx.send((seq, state));
-                }
-                Action::ApplyDataNode { seq, target } => {
-                    self.target_tx
-                        .send_replace((seq, core.data_generation(), target));
-                }
-                Action::Notify(notice) => self.notify(core, notice, now),
+    /// Carries out one step's outputs in the order the persist rule gives
+    /// them (§5.2): fences at once, then what may leave now, then the
+    /// write; what waits for the write is held until it is durable.
+    fn execute(&mut self, core: &Core, output: Output, now: u64) {
+        for fence in output.fences {
+            match fence {
+                Fence::Apply { seq, target } => self.apply_target(core, seq, target.into()),
+                Fence::Notify { epoch, reason } => self.fenced(core, epoch, reason, now),
             }
         }
+        for action in output.now {
+            self.run(core, action, now);
+        }
+        if let Some(p) = output.persist {
+            let _ = self.persist_tx.send((p.seq, p.state));
+        }
+        self.gate.hold(output.gated);
+    }
+
+    /// Write `seq` is durable: what waited for it leaves.
+    fn release(&mut self, core: &Core, seq: u64, now: u64) {
+        for action in self.gate.release(seq) {
+            self.run(core, action, now);
+        }
+    }
+
+    fn run(&mut self, core: &Core, action: Action, now: u64) {
+        match action {
+            Action::Send { to, msg } => self.transport.send(&to, msg),
+            Action::Apply { seq, target } => self.apply_target(core, seq, target.into()),
+            Action::Notify(notice) => self.notify(core, notice, now),
+        }
+    }
+
+    /// Hands a target to the adapter. Targets take effect in sequence order
+    /// only: a grant released after a newer fence was sent is stale and
+    /// ignored (§5.2.1).
+    fn apply_target(&mut self, core: &Core, seq: u64, target: DataNodeTarget) {
+        let generation = core.data_generation();
+        self.target_tx.send_if_modified(|current| {
+            let newer = seq > current.0;
+            if newer {
+                *current = (seq, generation, target);
+            }
+            newer
+        });
+    }
+
+    /// Writes stopped while this node stays primary.
+    fn fenced(&mut self, core: &Core, epoch: u64, reason: Reason, now: u64) {
+        tracing::info!(fenced = true, epoch, reason = %reason, "fence changed");
+        self.metrics.transition(reason.as_str());
+        self.book.fence(true, epoch, reason, now);
+        let r = core.role();
+        let event = HookEvent {
+            event: HookKind::Fence,
+            node_id: self.node_id.clone(),
+            epoch,
+            new_primary: core.primary().map(str::to_string),
+            previous_role: r,
+            role: r,
+            reason: reason.as_str().to_string(),
+        };
+        self.hooks.fire(event);
     }
 
     fn notify(&mut self, core: &Core, notice: Notice, now: u64) {
@@ -410,25 +473,10 @@ impl Shell {
                     _ => {}
                 }
             }
-            Notice::FenceChanged {
-                fenced,
-                epoch,
-                reason,
-            } => {
-                tracing::info!(fenced, epoch, reason = %reason, "fence changed");
+            Notice::Unfenced { epoch, reason } => {
+                tracing::info!(fenced = false, epoch, reason = %reason, "fence changed");
                 self.metrics.transition(reason.as_str());
-                self.book.fence(fenced, epoch, reason, now);
-                if fenced {
-                    let r = core.role();
-                    self.hooks.fire(hook(
-                        HookKind::Fence,
-                        r,
-                        r,
-                        epoch,
-                        core.primary().map(str::to_string),
-                        reason,
-                    ));
-                }
+                self.book.fence(false, epoch, reason, now);
             }
             Notice::Following {
                 primary,
@@ -451,19 +499,27 @@ impl Shell {
                     return;
                 };
                 let pause = now.saturating_sub(p.started);
-                self.book.switchover_finished(&result, pause);
+                self.book.switchover_finished(
+                    &result.as_ref().map_err(|e| e.to_string()).copied(),
+                    pause,
+                );
                 let reply = match result {
                     Ok(epoch) => Ok(serde_json::json!({
                         "ok": true, "from": self.node_id, "to": p.to, "epoch": epoch,
                         "write_pause_ms": pause,
                     })),
-                    Err(why) if why.contains("did not catch up") => Err(SwitchoverError::Timeout {
+                    Err(SwitchoverFailure::DidNotCatchUp) => Err(SwitchoverError::Timeout {
                         timeout_ms: p.timeout_ms,
                     }),
-                    Err(why) if why.contains("not alive or not eligible") => {
-                        Err(SwitchoverError::TargetNotEligible { to: p.to, why })
+                    Err(why @ SwitchoverFailure::TargetNotEligible) => {
+                        Err(SwitchoverError::TargetNotEligible {
+                            to: p.to,
+                            why: why.to_string(),
+                        })
                     }
-                    Err(why) => Err(SwitchoverError::Failed { why }),
+                    Err(why) => Err(SwitchoverError::Failed {
+                        why: why.to_string(),
+                    }),
                 };
                 let _ = p.reply.send(reply);
             }

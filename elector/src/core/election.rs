@@ -1,6 +1,10 @@
-//! Candidacy and voting (docs/protocol.md §4–§6).
+//! Standing for election and counting votes (docs/protocol.md §4, §5.1, §6.5,
+//! §6.6). How this node votes on others' offers is in `vote.rs`.
 
-use super::{Action, Candidacy, Core, Notice, Reason};
+use super::quorum::VoteResult;
+use super::role::{Candidacy, Leadership, RoleState};
+use super::types::{Notice, Reason};
+use super::Core;
 use crate::protocol::{Message, NodeId, RejectReason, Role};
 use rand::Rng;
 
@@ -8,7 +12,7 @@ impl Core {
     /// Whether this node may stand right now (protocol §6.5): priority above
     /// zero, a reachable data node, and not too far behind.
     pub(super) fn eligible(&self) -> bool {
-        if self.cfg.priority == 0 || !self.obs.reachable || self.data_down_since.is_some() {
+        if self.cfg.priority == 0 || !self.data.obs.reachable || self.data.down_since.is_some() {
             return false;
         }
         self.lag().is_none_or(|lag| lag <= self.cfg.max_lag)
@@ -17,18 +21,17 @@ impl Core {
     /// Bytes behind the best reference we have: the live primary's last
     /// heartbeat, or else the best live peer (the one that would win).
     pub fn lag(&self) -> Option<u64> {
-        if self.role == Role::Primary {
+        if self.role() == Role::Primary {
             return Some(0);
         }
         let now = self.now;
         let down = self.cfg.timings.down_after_ms;
-        let reference = match (self.primary(), self.primary_heard_at) {
-            (Some(p), Some(heard)) if p != self.cfg.node_id && now.saturating_sub(heard) < down => {
-                self.peers
-                    .get(p)
-                    .and_then(|v| v.last_hb.as_ref())
-                    .map(|hb| (hb.data_epoch, hb.offset))
-            }
+        let reference = match (self.primary(), self.primary.heard_at) {
+            (Some(p), Some(heard)) if !self.is_me(p) && now.saturating_sub(heard) < down => self
+                .peers
+                .get(p)
+                .and_then(|v| v.last_hb.as_ref())
+                .map(|hb| (hb.data_epoch, hb.offset)),
             _ => self
                 .peers
                 .iter()
@@ -46,42 +49,17 @@ impl Core {
     /// Why the primary counts as gone, or None while it is alive.
     fn primary_gone(&self) -> Option<Reason> {
         let t = &self.cfg.timings;
-        if self.primary_resigned.is_some() {
+        if self.primary.resigned.is_some() {
             return Some(Reason::PrimaryResigned);
         }
-        match (self.primary.as_deref(), self.primary_heard_at) {
+        match (self.primary.id.as_deref(), self.primary.heard_at) {
             (None, _) => {
                 (self.now >= self.started_at + t.startup_grace_ms()).then_some(Reason::Startup)
             }
-            (Some(p), _) if p == self.cfg.node_id => None,
+            (Some(p), _) if self.is_me(p) => None,
             (Some(_), Some(heard)) if self.now.saturating_sub(heard) < t.down_after_ms => None,
-            (Some(_), _) if self.primary_withdrawn => Some(Reason::PrimaryFenced),
+            (Some(_), _) if self.primary.withdrawn => Some(Reason::PrimaryFenced),
             (Some(_), _) => Some(Reason::PeerTimeout),
-        }
-    }
-
-    /// Brings the data target up to date, then says whether the data node is
-    /// settled in it (so our position cannot move after we vote).
-    fn data_settled_after_sync(&mut self) -> bool {
-        self.sync_data_target();
-        self.data_settled()
-    }
-
-    /// Whether a voter should still defend its primary (protocol §6.3).
-    fn primary_fresh_for_voting(&self) -> bool {
-        if self.primary_resigned.is_some() {
-            return false;
-        }
-        if self.role == Role::Primary {
-            // A primary that lost its lease is not serving: it must not
-            // keep a majority that can elect from doing so (§6.9).
-            return !self.fenced_by_lease;
-        }
-        match (self.primary.as_deref(), self.primary_heard_at) {
-            (Some(p), Some(heard)) if p != self.cfg.node_id => {
-                self.now.saturating_sub(heard) < self.cfg.timings.voter_fresh_ms()
-            }
-            _ => false,
         }
     }
 
@@ -134,27 +112,24 @@ impl Core {
             .is_some_and(|since| self.now >= since + self.cfg.timings.eligibility_announce_ms())
     }
 
-    /// Stands for election when the rules allow (protocol §5.1).
+    /// Stands for election when the rules allow (protocol §5.1). Called on
+    /// a replica only.
     pub(super) fn maybe_stand(&mut self) {
         // Eligibility is what peers see (§4.2); settling (§6.5) only delays
         // standing, so peers defer to a best node that is still detaching
         // instead of standing against it.
-        if self.candidacy.is_some()
-            || self.now < self.backoff_until
-            || !self.eligible()
-            || !self.data_settled()
-        {
+        if self.now < self.backoff_until || !self.eligible() || !self.data_settled() {
             return;
         }
         let Some(reason) = self.primary_gone() else {
             return;
         };
-        let handover_to = self.primary_resigned.as_ref().and_then(|t| t.as_deref());
-        let handover_to_me = handover_to == Some(self.cfg.node_id.as_str());
+        let handover_to = self.primary.resigned.as_ref().and_then(|t| t.as_deref());
+        let handover_to_me = handover_to.is_some_and(|to| self.is_me(to));
         // During a handover only the chosen successor stands (§8): the old
         // primary until its switchover deadline, the others while they
         // still hear the successor.
-        if self.switchover.is_some() {
+        if self.role.switchover().is_some() {
             return;
         }
         // The deference is bounded by `down_after`: a successor that
@@ -162,7 +137,8 @@ impl Core {
         // itself defer to a better-ranked node that defers to it (found by
         // the simulator, seed 882 with switchovers).
         if let Some(to) = handover_to.filter(|_| !handover_to_me) {
-            let deferring = self.now < self.handover_learned_at + self.cfg.timings.down_after_ms;
+            let deferring =
+                self.now < self.primary.handover_learned_at + self.cfg.timings.down_after_ms;
             if deferring && self.peers.get(to).is_some_and(|v| self.peer_alive(v)) {
                 return;
             }
@@ -172,7 +148,7 @@ impl Core {
         let reachable = 1 + self
             .peers
             .count_heard_within(self.now, self.cfg.timings.down_after_ms);
-        if reachable < self.cfg.quorum() && !self.cfg.faults.promote_without_quorum {
+        if !self.quorum().is_reached(reachable) && !self.cfg.faults.promote_without_quorum {
             return;
         }
         if !handover_to_me && (!self.eligibility_announced() || !self.is_best_candidate()) {
@@ -186,11 +162,7 @@ impl Core {
     }
 
     fn start_candidacy(&mut self, reason: Reason) {
-        let highest = self
-            .state
-            .epoch
-            .max(self.state.voted_epoch)
-            .max(self.max_seen_epoch);
+        let highest = self.highest_epoch();
         // Never wraps (§3.6): at the top of the range the node stops standing.
         if highest >= crate::protocol::MAX_EPOCH {
             tracing::error!(highest, "epoch range exhausted: not standing");
@@ -201,18 +173,16 @@ impl Core {
         self.state.voted_for = Some(self.cfg.node_id.clone());
         self.voted_at = self.now;
         self.max_seen_epoch = epoch;
-        self.persist();
-        let mut votes = std::collections::BTreeSet::new();
-        votes.insert(self.cfg.node_id.clone());
-        self.candidacy = Some(Candidacy {
+        self.outbox.persist();
+        let candidacy = Candidacy {
             epoch,
-            votes,
+            votes: [self.cfg.node_id.clone()].into_iter().collect(),
             rejects: Default::default(),
             deadline: self.now + self.cfg.timings.election_timeout_ms,
-        });
+        };
         tracing::info!(epoch, reason = %reason, offset = self.my_offset(), "standing for election");
-        self.set_role(Role::Candidate, reason);
-        self.emit(Action::Notify(Notice::ElectionStarted { epoch }));
+        self.set_role(RoleState::Candidate(candidacy), reason);
+        self.notify(Notice::ElectionStarted { epoch });
         let (data_epoch, offset) = self.position();
         self.broadcast(Message::Offer {
             epoch,
@@ -223,94 +193,14 @@ impl Core {
         self.check_won();
     }
 
-    /// The position offers are judged against (§4.3): the stream the data
-    /// node may have joined, not only the one confirmed.
-    fn voting_position(&self) -> (u64, u64) {
-        (
-            self.state.data_epoch.max(self.state.data_epoch_seen),
-            self.my_offset(),
-        )
-    }
-
-    pub(super) fn on_offer(
-        &mut self,
-        from: NodeId,
-        epoch: u64,
-        candidate: NodeId,
-        position: (u64, u64),
-    ) {
-        self.max_seen_epoch = self.max_seen_epoch.max(epoch);
-        if candidate != from {
-            return;
-        }
-        let known = self.state.epoch.max(self.state.voted_epoch);
-        let twice = self.cfg.faults.accept_twice_per_epoch
-            && epoch == self.state.voted_epoch
-            && epoch > self.state.epoch;
-        let verdict = if epoch <= known && !twice {
-            Err(if epoch == self.state.voted_epoch {
-                RejectReason::AlreadyVoted
-            } else {
-                RejectReason::StaleEpoch
-            })
-        } else if self.primary_fresh_for_voting() {
-            Err(RejectReason::PrimaryAlive)
-        } else if self.obs.offset.is_none() || !self.data_settled_after_sync() {
-            Err(RejectReason::OwnOffsetUnknown)
-        } else if position < self.voting_position() {
-            Err(RejectReason::CandidateBehind)
-        } else {
-            Ok(())
-        };
-        match verdict {
-            Ok(()) => {
-                self.state.voted_epoch = epoch;
-                self.state.voted_for = Some(candidate.clone());
-                self.voted_at = self.now;
-                // Give the candidate we voted for its election before
-                // standing ourselves (it cannot win with us against it).
-                self.backoff_until = self
-                    .backoff_until
-                    .max(self.now + self.cfg.timings.election_timeout_ms);
-                self.persist();
-                if self.role == Role::Candidate {
-                    self.candidacy = None;
-                    self.set_role(Role::Replica, Reason::LostElection);
-                } else if self.role == Role::Primary {
-                    // Only a primary that lost its lease votes (§6.9); by
-                    // voting it gives the role up.
-                    self.primary_resigned = Some(None);
-                    self.set_role(Role::Replica, Reason::QuorumLost);
-                }
-                tracing::info!(epoch, %candidate, "voted");
-                self.emit(Action::Send {
-                    to: candidate,
-                    msg: Message::Accept {
-                        epoch,
-                        voter: self.cfg.node_id.clone(),
-                    },
-                });
-            }
-            Err(reason) => {
-                tracing::debug!(epoch, %candidate, reason = reason.as_str(), "refused offer");
-                self.emit(Action::Send {
-                    to: candidate,
-                    msg: Message::Reject {
-                        epoch,
-                        voter: self.cfg.node_id.clone(),
-                        reason,
-                        max_epoch: known.max(self.max_seen_epoch),
-                    },
-                });
-            }
-        }
-    }
-
     pub(super) fn on_accept(&mut self, epoch: u64, voter: NodeId) {
-        let Some(c) = self.candidacy.as_mut() else {
+        if !self.cfg.is_member(&voter) {
+            return;
+        }
+        let RoleState::Candidate(c) = &mut self.role else {
             return;
         };
-        if c.epoch != epoch || !self.cfg.is_member(&voter) {
+        if c.epoch != epoch {
             return;
         }
         c.votes.insert(voter);
@@ -325,9 +215,9 @@ impl Core {
         max_epoch: u64,
     ) {
         self.max_seen_epoch = self.max_seen_epoch.max(max_epoch);
-        let members = self.cfg.members.len();
-        let quorum = self.cfg.quorum();
-        let Some(c) = self.candidacy.as_mut() else {
+        let (now, down) = (self.now, self.cfg.timings.down_after_ms);
+        let quorum = self.quorum();
+        let RoleState::Candidate(c) = &mut self.role else {
             return;
         };
         if c.epoch != epoch {
@@ -339,21 +229,20 @@ impl Core {
         // will not make up a quorum: give up now instead of waiting for the
         // election timeout (a split vote with the primary dead would
         // otherwise always cost a whole election timeout).
-        let down = self.cfg.timings.down_after_ms;
         let silent = self
             .peers
             .iter_named()
-            .filter(|(id, view)| !c.rejects.contains(*id) && !view.alive(self.now, down))
+            .filter(|(id, view)| !c.rejects.contains(*id) && !view.alive(now, down))
             .count();
-        if members - c.rejects.len() - silent < quorum {
+        if quorum.vote_result(c.votes.len(), c.rejects.len(), silent) == VoteResult::Lost {
             self.abandon_candidacy(Reason::LostElection);
         }
     }
 
     pub(super) fn check_candidacy_timeout(&mut self) {
         if self
-            .candidacy
-            .as_ref()
+            .role
+            .candidacy()
             .is_some_and(|c| self.now >= c.deadline)
         {
             self.abandon_candidacy(Reason::ElectionTimeout);
@@ -361,35 +250,37 @@ impl Core {
     }
 
     fn abandon_candidacy(&mut self, reason: Reason) {
-        self.candidacy = None;
         let t = self.cfg.timings;
         let jitter = self
             .rng
             .gen_range(t.backoff_min_ms..=t.backoff_max_ms.max(t.backoff_min_ms));
         self.backoff_until = self.now + jitter;
-        self.set_role(Role::Replica, reason);
+        self.become_replica(reason);
     }
 
     fn check_won(&mut self) {
-        let Some(c) = self.candidacy.as_ref() else {
+        let Some(c) = self.role.candidacy() else {
             return;
         };
-        if c.votes.len() < self.cfg.quorum() && !self.cfg.faults.promote_without_quorum {
+        let won = self.quorum().vote_result(c.votes.len(), 0, 0) == VoteResult::Won;
+        if !won && !self.cfg.faults.promote_without_quorum {
             return;
         }
         let epoch = c.epoch;
-        self.candidacy = None;
         self.state.epoch = epoch;
-        self.persist();
-        self.primary = Some(self.cfg.node_id.clone());
-        self.primary_resigned = None;
-        self.primary_heard_at = Some(self.now);
+        self.outbox.persist();
+        self.primary.id = Some(self.cfg.node_id.clone());
+        self.primary.resigned = None;
+        self.primary.heard_at = Some(self.now);
         // Writable only once a quorum echoes our stamps (protocol §6.2): the
         // voters' ACCEPTs do not stop them voting again in a later epoch.
-        self.fenced_by_lease =
-            !self.cfg.faults.no_lease_fencing && !self.cfg.faults.promote_without_quorum;
-        self.lease_held_once = false;
-        self.set_role(Role::Primary, Reason::WonElection);
+        let leadership = Leadership {
+            fenced_by_lease: !self.cfg.faults.no_lease_fencing
+                && !self.cfg.faults.promote_without_quorum,
+            lease_held_once: false,
+            switchover: None,
+        };
+        self.set_role(RoleState::Primary(leadership), Reason::WonElection);
         self.sync_data_target();
         let addr = self
             .cfg

@@ -1,8 +1,11 @@
 //! The primary's duties: the quorum lease, stepping down when its data node
-//! is gone, and planned switchover (docs/protocol.md §6.2, §8).
+//! is gone, and planned switchover (docs/protocol.md §6.2, §6.7, §8).
 
-use super::{Core, Notice, Reason, Switchover};
-use crate::protocol::{Message, NodeId, Role};
+use super::output::Fence;
+use super::role::{RoleState, Switchover};
+use super::types::{Notice, Reason, SwitchoverFailure};
+use super::Core;
+use crate::protocol::{Message, NodeId};
 
 impl Core {
     /// Quorum lease (protocol §6.2): the primary accepts writes only while a
@@ -25,34 +28,32 @@ impl Core {
             .filter(|hb| hb.epoch == epoch && hb.primary.as_deref() == Some(me) && hb.echo > 0)
             .filter(|hb| hb.echo.saturating_add(lease) > now)
             .count();
-        let ok = 1 + supporters >= self.cfg.quorum();
-        if !ok && !self.fenced_by_lease {
-            self.fenced_by_lease = true;
+        let held = self.quorum().is_reached(1 + supporters);
+        let Some(l) = self.role.leadership_mut() else {
+            return;
+        };
+        if !held && !l.fenced_by_lease {
+            l.fenced_by_lease = true;
             tracing::warn!(epoch, supporters, "quorum lost: fencing writes");
-            self.emit_fence(true, Reason::QuorumLost);
-        } else if ok && self.fenced_by_lease {
-            self.fenced_by_lease = false;
-            let reason = if self.lease_held_once {
+            self.outbox.fence(Fence::Notify {
+                epoch,
+                reason: Reason::QuorumLost,
+            });
+        } else if held && l.fenced_by_lease {
+            l.fenced_by_lease = false;
+            let reason = if l.lease_held_once {
                 Reason::QuorumRegained
             } else {
                 Reason::WonElection
             };
-            self.lease_held_once = true;
+            l.lease_held_once = true;
             tracing::info!(epoch, reason = %reason, "lease held: writes allowed");
-            if self.switchover.is_none() {
-                self.emit_fence(false, reason);
+            if l.switchover.is_none() {
+                self.notify(Notice::Unfenced { epoch, reason });
             }
-        } else if ok {
-            self.lease_held_once = true;
+        } else if held {
+            l.lease_held_once = true;
         }
-    }
-
-    fn emit_fence(&mut self, fenced: bool, reason: Reason) {
-        self.emit(super::Action::Notify(Notice::FenceChanged {
-            fenced,
-            epoch: self.state.epoch,
-            reason,
-        }));
     }
 
     /// A primary whose data node has been unreachable for `down_after` gives
@@ -62,10 +63,10 @@ impl Core {
     /// (§6.8): its replicas would reconnect to whatever starts there next
     /// and copy it, so the primary resigns at once and they detach.
     pub(super) fn check_data_node_on_primary(&mut self) {
-        let Some(since) = self.data_down_since else {
+        let Some(since) = self.data.down_since else {
             return;
         };
-        if !self.obs.gone && self.now.saturating_sub(since) < self.cfg.timings.down_after_ms {
+        if !self.data.obs.gone && self.now.saturating_sub(since) < self.cfg.timings.down_after_ms {
             return;
         }
         self.resign(None, Reason::DataNodeDown);
@@ -74,9 +75,9 @@ impl Core {
     /// Gives up the primary role; peers see it in the next heartbeat (role
     /// replica, primary = us) and elect without waiting for `down_after`.
     pub(super) fn resign(&mut self, successor: Option<NodeId>, reason: Reason) {
-        self.primary_resigned = Some(successor.clone());
-        self.handover_learned_at = self.now;
-        self.set_role(Role::Replica, reason);
+        self.primary.resigned = Some(successor.clone());
+        self.primary.handover_learned_at = self.now;
+        self.become_replica(reason);
         if let Some(to) = successor {
             self.broadcast(Message::Handover {
                 epoch: self.state.epoch,
@@ -89,65 +90,75 @@ impl Core {
     }
 
     pub(super) fn on_handover(&mut self, epoch: u64, from: NodeId, to: NodeId) {
-        if epoch != self.state.epoch || self.primary.as_deref() != Some(from.as_str()) {
+        if epoch != self.state.epoch || !self.primary.is(&from) {
             return;
         }
         tracing::info!(epoch, %from, %to, "primary hands over");
-        self.primary_resigned = Some(Some(to));
-        self.handover_learned_at = self.now;
+        self.primary.resigned = Some(Some(to));
+        self.primary.handover_learned_at = self.now;
         // `maybe_stand` (run next by `evaluate`) starts the target's candidacy.
         self.backoff_until = self.backoff_until.min(self.now);
     }
 
-    pub(super) fn on_switchover_request(&mut self, to: NodeId, timeout_ms: u64) {
-        let refuse = |why: &str| Notice::SwitchoverFinished {
-            to: to.clone(),
-            result: Err(why.to_string()),
+    /// Why a switchover to `to` cannot start now, if it cannot.
+    fn switchover_refusal(&self, to: &str) -> Option<SwitchoverFailure> {
+        let Some(l) = self.role.leadership() else {
+            return Some(SwitchoverFailure::NotPrimary);
         };
-        let problem = if self.role != Role::Primary {
-            Some("this node is not the primary")
-        } else if self.switchover.is_some() {
-            Some("a switchover is already in progress")
-        } else if to == self.cfg.node_id {
-            Some("the target is already the primary")
-        } else if !self.cfg.is_member(&to) {
-            Some("the target is not a member of this cluster")
-        } else if self.fenced_by_lease {
-            Some("the primary has lost its quorum")
+        if l.switchover.is_some() {
+            Some(SwitchoverFailure::InProgress)
+        } else if self.is_me(to) {
+            Some(SwitchoverFailure::TargetIsPrimary)
+        } else if !self.cfg.is_member(to) {
+            Some(SwitchoverFailure::NotMember)
+        } else if l.fenced_by_lease {
+            Some(SwitchoverFailure::QuorumLost)
         } else {
-            match self.peers.get(&to) {
+            match self.peers.get(to) {
                 Some(v)
                     if self.peer_alive(v) && v.last_hb.as_ref().is_some_and(|hb| hb.eligible) =>
                 {
                     None
                 }
-                _ => Some("the target is not alive or not eligible"),
+                _ => Some(SwitchoverFailure::TargetNotEligible),
             }
-        };
-        if let Some(why) = problem {
-            self.emit(super::Action::Notify(refuse(why)));
+        }
+    }
+
+    pub(super) fn on_switchover_request(&mut self, to: NodeId, timeout_ms: u64) {
+        if let Some(why) = self.switchover_refusal(&to) {
+            self.notify(Notice::SwitchoverFinished {
+                to,
+                result: Err(why),
+            });
             return;
         }
         tracing::info!(%to, timeout_ms, "switchover: fencing writes and waiting for the target");
-        self.switchover = Some(Switchover {
+        let switchover = Switchover {
             to,
             deadline: self.now + timeout_ms,
-            draining_fence_seq: Some(self.target_seq + 1),
-        });
+            draining_fence_seq: Some(self.target.seq + 1),
+        };
+        if let Some(l) = self.role.leadership_mut() {
+            l.switchover = Some(switchover);
+        }
         self.sync_data_target();
-        self.emit_fence(true, Reason::Switchover);
+        self.outbox.fence(Fence::Notify {
+            epoch: self.state.epoch,
+            reason: Reason::Switchover,
+        });
     }
 
     /// Draining: once the fence is in effect and the target's heartbeat shows
     /// an offset at least ours, resign in its favour (protocol §8).
     pub(super) fn progress_switchover(&mut self) {
-        let Some(sw) = self.switchover.as_ref() else {
+        let Some(sw) = self.role.leadership().and_then(|l| l.switchover.as_ref()) else {
             return;
         };
         let Some(fence_seq) = sw.draining_fence_seq else {
             return;
         };
-        if self.obs.applied_seq < fence_seq || !self.obs.reachable {
+        if self.data.obs.applied_seq < fence_seq || !self.data.obs.reachable {
             return;
         }
         let mine = self.position();
@@ -161,7 +172,7 @@ impl Core {
         }
         let to = sw.to.clone();
         tracing::info!(%to, offset = mine.1, "switchover: target caught up, handing over");
-        if let Some(sw) = self.switchover.as_mut() {
+        if let Some(sw) = self.role.switchover_mut() {
             sw.draining_fence_seq = None;
         }
         self.resign(Some(to), Reason::Switchover);
@@ -171,43 +182,49 @@ impl Core {
     /// draining the primary simply lifts its fence; after resigning, the
     /// normal election (any node, this one included) takes over.
     pub(super) fn check_switchover_deadline(&mut self) {
-        let Some(sw) = self.switchover.as_ref() else {
-            return;
-        };
-        if self.now < sw.deadline {
+        if self
+            .role
+            .switchover()
+            .is_none_or(|sw| self.now < sw.deadline)
+        {
             return;
         }
-        let to = sw.to.clone();
-        let draining = sw.draining_fence_seq.is_some();
-        self.switchover = None;
-        let why = if draining && self.role == Role::Primary {
-            if !self.fenced_by_lease {
-                self.emit_fence(false, Reason::SwitchoverRollback);
-            }
-            "the target did not catch up in time; the primary resumed writes"
-        } else {
-            "the handover election did not complete in time; a regular election follows"
+        let Some(sw) = self.role.take_switchover() else {
+            return;
         };
-        tracing::warn!(%to, why, "switchover rolled back");
-        self.emit(super::Action::Notify(Notice::SwitchoverFinished {
-            to,
-            result: Err(why.to_string()),
-        }));
+        let draining = sw.draining_fence_seq.is_some();
+        let why = match &self.role {
+            RoleState::Primary(l) if draining => {
+                if !l.fenced_by_lease {
+                    self.notify(Notice::Unfenced {
+                        epoch: self.state.epoch,
+                        reason: Reason::SwitchoverRollback,
+                    });
+                }
+                SwitchoverFailure::DidNotCatchUp
+            }
+            _ => SwitchoverFailure::HandoverTimedOut,
+        };
+        tracing::warn!(to = %sw.to, why = %why, "switchover rolled back");
+        self.notify(Notice::SwitchoverFinished {
+            to: sw.to,
+            result: Err(why),
+        });
     }
 
     /// Called when a new primary is learned: ends a switchover we started.
     pub(super) fn finish_switchover_on_new_primary(&mut self, primary: &str, epoch: u64) {
-        let Some(sw) = self.switchover.take() else {
+        let Some(sw) = self.role.take_switchover() else {
             return;
         };
         let result = if sw.to == primary {
             Ok(epoch)
         } else {
-            Err(format!("{primary} was elected instead of {}", sw.to))
+            Err(SwitchoverFailure::OtherElected {
+                elected: primary.to_string(),
+                to: sw.to.clone(),
+            })
         };
-        self.emit(super::Action::Notify(Notice::SwitchoverFinished {
-            to: sw.to,
-            result,
-        }));
+        self.notify(Notice::SwitchoverFinished { to: sw.to, result });
     }
 }

@@ -1,8 +1,9 @@
 //! Plain data the core consumes and produces. No I/O, no clocks.
 
-use crate::protocol::{Message, NodeId, Role};
+use crate::protocol::{NodeId, Role};
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use thiserror::Error;
 
 /// Monotonic milliseconds, supplied by the caller (the shell's `Instant`, or
 /// the simulator's virtual clock). The core never reads a clock itself.
@@ -181,10 +182,10 @@ pub enum Notice {
         primary: Option<NodeId>,
         reason: Reason,
     },
-    /// The data node stopped (true) or resumed (false) accepting writes while
-    /// this node stayed primary.
-    FenceChanged {
-        fenced: bool,
+    /// The data node resumed accepting writes while this node stayed
+    /// primary. (Stopping them is a [`super::Fence::Notify`]: it never waits
+    /// behind a persist.)
+    Unfenced {
         epoch: u64,
         reason: Reason,
     },
@@ -197,10 +198,10 @@ pub enum Notice {
     ElectionStarted {
         epoch: u64,
     },
-    /// A switchover ended: `Ok` with the new primary's id or `Err` with why.
+    /// A switchover ended: `Ok` with the new primary's epoch or `Err` with why.
     SwitchoverFinished {
         to: NodeId,
-        result: Result<u64, String>,
+        result: Result<u64, SwitchoverFailure>,
     },
     /// A peer's message the core refused before it changed anything
     /// (protocol §3.6: an epoch far beyond anything known). Counted like the
@@ -216,24 +217,28 @@ pub enum Notice {
     },
 }
 
-/// What the core asks the shell to do, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    Send {
-        to: NodeId,
-        msg: Message,
-    },
-    /// Write `state` durably. Every action emitted after this one is held
-    /// back by the core until [`crate::core::Event::Persisted`] for `seq`.
-    Persist {
-        seq: u64,
-        state: PersistedState,
-    },
-    /// Drive the data node towards `target`; report success via the
-    /// observation's `applied_seq`.
-    ApplyDataNode {
-        seq: u64,
-        target: DataNodeTarget,
-    },
-    Notify(Notice),
+/// Why a planned switchover was refused or did not finish (§8). The shell
+/// maps each to its API answer; the text is what operators read.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SwitchoverFailure {
+    #[error("this node is not the primary")]
+    NotPrimary,
+    #[error("a switchover is already in progress")]
+    InProgress,
+    #[error("the target is already the primary")]
+    TargetIsPrimary,
+    #[error("the target is not a member of this cluster")]
+    NotMember,
+    #[error("the primary has lost its quorum")]
+    QuorumLost,
+    #[error("the target is not alive or not eligible")]
+    TargetNotEligible,
+    #[error("the target did not catch up in time; the primary resumed writes")]
+    DidNotCatchUp,
+    #[error("the handover election did not complete in time; a regular election follows")]
+    HandoverTimedOut,
+    #[error("epoch {epoch} began elsewhere")]
+    EpochBeganElsewhere { epoch: u64 },
+    #[error("{elected} was elected instead of {to}")]
+    OtherElected { elected: NodeId, to: NodeId },
 }

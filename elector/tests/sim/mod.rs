@@ -7,8 +7,8 @@ pub mod invariants;
 
 use datalayer::{AckedWrite, DataNode, PendingWrite};
 use elector::core::{
-    Action, Core, CoreConfig, DataNodeTarget, Event, Faults, Member, Millis, Notice,
-    PersistedState, Timings,
+    Action, Core, CoreConfig, DataNodeTarget, Event, Faults, Fence, Gate, Member, Millis, Notice,
+    Output, PersistedState, Timings,
 };
 use elector::net::fingerprint::Fingerprint;
 use elector::protocol::{Message, Role};
@@ -157,6 +157,8 @@ pub struct SimNode {
     pub timings_override: Option<Timings>,
     /// What its `HELLO` would carry (§3.7), kept current by `reconfigure`.
     pub fingerprint: Fingerprint,
+    /// Actions waiting for a durable write, as the shell holds them (§5.2).
+    pub gate: Gate,
 }
 
 pub struct Sim {
@@ -230,6 +232,7 @@ impl Sim {
                 slow_fence_ms: None,
                 timings_override: None,
                 fingerprint: fingerprint.clone(),
+                gate: Gate::default(),
             });
             sim.boot(i);
             let first = sim.rng.gen_range(0..50);
@@ -315,7 +318,8 @@ impl Sim {
         self.nodes[i].incarnation += 1;
         let now = self.clock(i);
         let mut core = Core::new(self.config(i), self.nodes[i].disk.clone(), now);
-        let actions = core.start(now);
+        let output = core.start(now);
+        self.nodes[i].gate = Gate::default();
         self.inv.on_boot(i, &self.nodes[i].disk);
         self.nodes[i].core = Some(core);
         self.nodes[i].paused_until = None;
@@ -324,7 +328,7 @@ impl Sim {
         // counting data-node generations afresh.
         self.nodes[i].data.generation = 0;
         self.nodes[i].last_target = None;
-        self.run_actions(i, actions);
+        self.execute(i, output);
         self.schedule_tick(i);
     }
 
@@ -578,8 +582,15 @@ impl Sim {
                 if ok {
                     self.nodes[node].disk = state;
                     self.inv.on_durable(node, &self.nodes[node].disk);
+                    if !self.elector_paused(node) {
+                        let released = self.nodes[node].gate.release(seq);
+                        self.run_actions(node, released);
+                    }
                     self.feed(node, Event::Persisted { seq });
                 } else {
+                    if !self.elector_paused(node) {
+                        self.nodes[node].gate.drop_all();
+                    }
                     self.feed(
                         node,
                         Event::PersistFailed {
@@ -603,6 +614,11 @@ impl Sim {
                 self.push(10, Ev::DataStep);
             }
         }
+    }
+
+    /// The elector process is stopped (its events wait or are lost).
+    fn elector_paused(&self, i: usize) -> bool {
+        self.nodes[i].paused_until.is_some_and(|u| self.now < u)
     }
 
     /// The elector is dead or stopped.
@@ -691,9 +707,73 @@ impl Sim {
         let Some(core) = self.nodes[i].core.as_mut() else {
             return;
         };
-        let actions = core.handle(now, event);
-        self.run_actions(i, actions);
+        let output = core.handle(now, event);
+        self.execute(i, output);
         self.schedule_tick(i);
+    }
+
+    /// Carries out one step's outputs as the shell does: fences, what may
+    /// leave now, the write; gated actions wait in the node's gate.
+    fn execute(&mut self, i: usize, output: Output) {
+        for fence in output.fences {
+            match fence {
+                Fence::Apply { seq, target } => self.apply_target(i, seq, target.into()),
+                Fence::Notify { epoch, reason } => {
+                    self.trace(i, &format!("FENCED epoch={epoch} reason={reason}"))
+                }
+            }
+        }
+        self.run_actions(i, output.now);
+        if let Some(p) = output.persist {
+            self.start_write(i, p.seq, p.state);
+        }
+        self.nodes[i].gate.hold(output.gated);
+    }
+
+    fn start_write(&mut self, i: usize, seq: u64, state: PersistedState) {
+        let busy = self.nodes[i].disk_free_at.saturating_sub(self.now);
+        let delay = busy
+            + self
+                .rng
+                .gen_range(self.world.persist_ms.0..=self.world.persist_ms.1);
+        self.nodes[i].disk_free_at = self.now + delay;
+        let ok = !self.rng.gen_bool(self.world.persist_fail)
+            && self.now >= self.nodes[i].disk_broken_until;
+        let incarnation = self.nodes[i].incarnation;
+        self.push(
+            delay,
+            Ev::PersistDone {
+                node: i,
+                seq,
+                state,
+                ok,
+                incarnation,
+            },
+        );
+    }
+
+    /// Hands a target to the data node; only a newer one than the last
+    /// counts (the shell applies targets in sequence order, §5.2.1).
+    fn apply_target(&mut self, i: usize, seq: u64, target: DataNodeTarget) {
+        if self.nodes[i]
+            .last_target
+            .as_ref()
+            .is_some_and(|(last, _, _)| seq <= *last)
+        {
+            return;
+        }
+        self.trace(i, &format!("APPLY seq={seq} {target:?}"));
+        // The shell tags the target with the data-node generation the core
+        // knew (§6.8); the adapter applies it only to that generation.
+        let generation = self.nodes[i]
+            .core
+            .as_ref()
+            .map_or(0, |c| c.data_generation());
+        self.nodes[i].last_target = Some((seq, generation, target.clone()));
+        if generation == self.nodes[i].data.generation {
+            let delay = self.apply_delay(i, &target);
+            self.nodes[i].data.pending = Some((self.now + delay, seq, target));
+        }
     }
 
     fn run_actions(&mut self, i: usize, actions: Vec<Action>) {
@@ -708,42 +788,7 @@ impl Sim {
                     self.inv.on_send(i, to, &msg, &self.nodes[i].disk);
                     self.transmit(i, to, msg);
                 }
-                Action::Persist { seq, state } => {
-                    let busy = self.nodes[i].disk_free_at.saturating_sub(self.now);
-                    let delay = busy
-                        + self
-                            .rng
-                            .gen_range(self.world.persist_ms.0..=self.world.persist_ms.1);
-                    self.nodes[i].disk_free_at = self.now + delay;
-                    let ok = !self.rng.gen_bool(self.world.persist_fail)
-                        && self.now >= self.nodes[i].disk_broken_until;
-                    let incarnation = self.nodes[i].incarnation;
-                    self.push(
-                        delay,
-                        Ev::PersistDone {
-                            node: i,
-                            seq,
-                            state,
-                            ok,
-                            incarnation,
-                        },
-                    );
-                }
-                Action::ApplyDataNode { seq, target } => {
-                    self.trace(i, &format!("APPLY seq={seq} {target:?}"));
-                    // The shell tags the target with the data-node generation
-                    // the core knew (§6.8); the adapter applies it only to
-                    // that generation.
-                    let generation = self.nodes[i]
-                        .core
-                        .as_ref()
-                        .map_or(0, |c| c.data_generation());
-                    self.nodes[i].last_target = Some((seq, generation, target.clone()));
-                    if generation == self.nodes[i].data.generation {
-                        let delay = self.apply_delay(i, &target);
-                        self.nodes[i].data.pending = Some((self.now + delay, seq, target));
-                    }
-                }
+                Action::Apply { seq, target } => self.apply_target(i, seq, target.into()),
                 Action::Notify(notice) => {
                     if std::env::var_os("SIM_TRACE").is_some() {
                         eprintln!(
@@ -805,6 +850,9 @@ impl Sim {
             let d = &mut self.nodes[i].data;
             if let Some((at, seq, target)) = d.pending.clone() {
                 if d.up && at <= self.now && !frozen {
+                    if std::env::var_os("SIM_TRACE").is_some() {
+                        eprintln!("{:>6} n{} APPLIED seq={seq} {target:?}", self.now, i + 1);
+                    }
                     d.applied = target;
                     d.applied_seq = seq;
                     d.offset_at_apply = Some(d.log.len() as u64);

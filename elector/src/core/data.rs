@@ -1,0 +1,211 @@
+//! The data node as the core sees it: what the adapter last observed, and
+//! the target the core wants it in (docs/protocol.md §4.3, §5.2.1, §6.8).
+
+use super::output::{Action, Fence, Split};
+use super::role::RoleState;
+use super::types::{DataNodeTarget, Millis, Notice, Observation, Reason};
+use super::Core;
+use crate::protocol::Role;
+
+/// What the adapter has told us about the data node.
+#[derive(Debug, Default)]
+pub(super) struct DataView {
+    pub obs: Observation,
+    /// The data node's generation as last reported by the adapter (§6.8).
+    pub generation: u64,
+    /// The adapter's count of demotions by someone else, as last reported.
+    pub overridden: u64,
+    pub down_since: Option<Millis>,
+}
+
+/// The target the core wants the data node in.
+#[derive(Debug)]
+pub(super) struct TargetState {
+    pub current: DataNodeTarget,
+    pub seq: u64,
+    /// The current target must be issued again (with a new seq): it never
+    /// reached the adapter (a failed persist dropped it) or the adapter
+    /// no longer applies it (a restart, a demotion by someone else).
+    pub reissue: bool,
+    /// `(target seq, epoch)`: once the data node has applied that target and
+    /// reports its link up, its data is part of `epoch`'s stream.
+    pub stream_claim: Option<(u64, u64)>,
+}
+
+impl Default for TargetState {
+    fn default() -> Self {
+        TargetState {
+            current: DataNodeTarget::Isolated,
+            seq: 0,
+            reissue: false,
+            stream_claim: None,
+        }
+    }
+}
+
+impl Core {
+    pub(super) fn on_observation(&mut self, obs: Observation) {
+        if obs.generation != self.data.generation {
+            self.data.generation = obs.generation;
+            self.on_data_node_restarted();
+        }
+        if obs.overridden != self.data.overridden {
+            self.data.overridden = obs.overridden;
+            self.on_data_node_overridden();
+        }
+        if obs.reachable {
+            if self.data.down_since.take().is_some() {
+                tracing::info!("data node reachable again");
+            }
+        } else if self.data.down_since.is_none() {
+            self.data.down_since = Some(self.now);
+            self.notify(Notice::Fault {
+                what: "data node unreachable".into(),
+            });
+        }
+        self.claim_stream(&obs);
+        // An unreachable observation carries no offset; keep the last known one.
+        let offset = obs.offset.or(self.data.obs.offset);
+        self.data.obs = Observation { offset, ..obs };
+    }
+
+    /// Records which stream the data node has joined (§4.3), durably.
+    fn claim_stream(&mut self, obs: &Observation) {
+        let Some((seq, epoch)) = self.target.stream_claim else {
+            return;
+        };
+        if !obs.reachable || obs.applied_seq < seq {
+            return;
+        }
+        let mut changed = false;
+        let moved = obs.offset.is_some() && obs.offset != obs.offset_at_apply;
+        if (moved || obs.link_up) && epoch > self.state.data_epoch_seen {
+            self.state.data_epoch_seen = epoch;
+            changed = true;
+        }
+        if obs.link_up && epoch > self.state.data_epoch {
+            self.state.data_epoch = epoch;
+            changed = true;
+        }
+        if changed {
+            self.outbox.persist();
+        }
+    }
+
+    /// The data node came back as a new process, or with its data behind
+    /// what it reported (§6.8). Nothing it held can be assumed any more: its
+    /// old offset is forgotten, a candidacy offered with its old position is
+    /// withdrawn, and a primary resigns rather than make whatever came back
+    /// writable (an empty node made primary again would wipe every replica
+    /// by full resync). A new election decides, and a node that came back
+    /// with less data cannot win it.
+    fn on_data_node_restarted(&mut self) {
+        tracing::warn!(role = %self.role(), epoch = self.state.epoch, "data node restarted: its data is no longer trusted");
+        self.notify(Notice::Fault {
+            what: "data node restarted or went backwards".into(),
+        });
+        // Its position is whatever it reports now (an empty node reports
+        // offset 0): never the offset it had before. Voters judge offers
+        // against their own fresh offset, so every holder of an
+        // acknowledged write still refuses a candidate that lacks it.
+        self.target.stream_claim = None;
+        self.data.obs.offset = None;
+        // The adapter applies nothing after a restart until it gets a
+        // target issued after it: re-issue the current one.
+        self.target.reissue = true;
+        match self.role.role() {
+            Role::Primary => {
+                self.role.take_switchover();
+                self.resign(None, Reason::DataNodeRestarted);
+            }
+            Role::Candidate => self.become_replica(Reason::DataNodeRestarted),
+            Role::Replica => {}
+        }
+    }
+
+    /// Someone else (the watchdog after a stall of this process, an
+    /// operator) demoted the data node we had made writable; the same
+    /// process still holds its data. Unlike a restart this costs no
+    /// election: the current target is re-issued, so the adapter makes the
+    /// node writable again only on this decision, taken now, after the lease
+    /// was checked against this moment's clock (§6.4.1). A primary whose
+    /// lease lapsed meanwhile re-issues a fence instead.
+    fn on_data_node_overridden(&mut self) {
+        tracing::warn!(role = %self.role(), epoch = self.state.epoch, "data node demoted by someone else: the elector re-issues its decision");
+        self.notify(Notice::Fault {
+            what: "data node demoted by someone else (watchdog or operator)".into(),
+        });
+        self.target.reissue = true;
+    }
+
+    /// What the data node should be now.
+    fn wanted_target(&self) -> DataNodeTarget {
+        let me = self.cfg.node_id.as_str();
+        match &self.role {
+            RoleState::Primary(l) if l.fenced_by_lease => DataNodeTarget::FencedPrimary,
+            RoleState::Primary(l) if l.switchover.is_some() => DataNodeTarget::HandingOver,
+            RoleState::Primary(_) => DataNodeTarget::Primary,
+            // A vote (ours or for another) in a pending election declared
+            // the old primary dead: stop taking its stream until the
+            // election settles, so a primary resuming from a stall cannot
+            // get writes acknowledged by us, and the position we voted with
+            // stays true (§5.2).
+            _ if self.vote_pending() => DataNodeTarget::Isolated,
+            role => match (&self.primary.id, &self.primary.resigned) {
+                // Replicate only while we vouch for the primary (the window
+                // in which we echo its lease, §6.2): a primary we no longer
+                // hear may be a stalled zombie, and writes it gets
+                // acknowledged through us after that could be lost.
+                (Some(p), None) if p != me && self.primary_fresh() => DataNodeTarget::Follow {
+                    primary: p.clone(),
+                    primary_addr: self.cfg.data_addr_of(p).unwrap_or_default().to_string(),
+                },
+                // A primary that resigned for a handover stays a fenced
+                // primary so its replicas keep streaming until the successor
+                // announces itself.
+                (Some(p), Some(_)) if p == me && role.switchover().is_some() => {
+                    DataNodeTarget::HandingOver
+                }
+                _ => DataNodeTarget::Isolated,
+            },
+        }
+    }
+
+    /// Recomputes what the data node should be and emits a change.
+    pub(super) fn sync_data_target(&mut self) {
+        let target = self.wanted_target();
+        if target == self.target.current && !std::mem::take(&mut self.target.reissue) {
+            return;
+        }
+        if self.target.current.writable() && !target.fences() && !target.writable() {
+            // From writable straight to following a new primary: the
+            // follow waits for the new epoch to be durable, but writes
+            // must stop now (§5.2.1), even if that persist never lands.
+            self.target.seq += 1;
+            let seq = self.target.seq;
+            self.outbox.fence(Fence::Apply {
+                seq,
+                target: super::FenceTarget::Isolated,
+            });
+        }
+        self.target.current = target.clone();
+        self.target.seq += 1;
+        let seq = self.target.seq;
+        self.target.stream_claim = match target {
+            DataNodeTarget::Primary | DataNodeTarget::Follow { .. } => {
+                Some((seq, self.state.epoch))
+            }
+            _ => None,
+        };
+        match target.split() {
+            Split::Fence(target) => self.outbox.fence(Fence::Apply { seq, target }),
+            Split::Grant(target) => self.outbox.push(Action::Apply { seq, target }),
+        }
+    }
+
+    /// The data node has carried out the current target and been observed
+    /// since: its reported position is final for voting and standing.
+    pub(super) fn data_settled(&self) -> bool {
+        self.data.obs.reachable && self.data.obs.applied_seq >= self.target.seq
+    }
+}

@@ -1,0 +1,208 @@
+//! The role as a type (docs/protocol.md §5): each variant owns what only that
+//! role has, and [`RoleState::transition`] is the one place a role changes.
+//!
+//! What a role owns goes when the role goes: a candidacy's votes cannot
+//! outlive the candidacy, a primary's lease flags cannot be read by a
+//! replica. One thing crosses a role change on purpose: a planned
+//! switchover (§8) starts on the primary and, once it has resigned in favour
+//! of its successor, waits on the replica it became until the successor
+//! announces itself or the deadline passes.
+
+use super::types::{Millis, Notice, Reason};
+use crate::protocol::{NodeId, Role};
+use std::collections::BTreeSet;
+
+/// A candidacy in progress (§5.1).
+#[derive(Debug, Clone)]
+pub(super) struct Candidacy {
+    pub epoch: u64,
+    pub votes: BTreeSet<NodeId>,
+    pub rejects: BTreeSet<NodeId>,
+    pub deadline: Millis,
+}
+
+/// A planned handover (§8): draining on the primary, then waiting for the
+/// successor on the replica the old primary became.
+#[derive(Debug, Clone)]
+pub(super) struct Switchover {
+    pub to: NodeId,
+    pub deadline: Millis,
+    /// `Some(seq)` while draining (waiting for the fence `seq` to apply and
+    /// the target to catch up); `None` once this node has resigned.
+    pub draining_fence_seq: Option<u64>,
+}
+
+/// What only a primary has: its lease (§6.2) and a switchover it drains.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Leadership {
+    /// No majority has echoed a stamp within the lease: writes refused.
+    pub fenced_by_lease: bool,
+    /// The lease was held at least once in this epoch (the first unfence
+    /// after winning has reason `won_election`, later ones
+    /// `quorum_regained`).
+    pub lease_held_once: bool,
+    pub switchover: Option<Switchover>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum RoleState {
+    Replica { switchover: Option<Switchover> },
+    Candidate(Candidacy),
+    Primary(Leadership),
+}
+
+impl RoleState {
+    pub fn replica() -> RoleState {
+        RoleState::Replica { switchover: None }
+    }
+
+    pub fn role(&self) -> Role {
+        match self {
+            RoleState::Replica { .. } => Role::Replica,
+            RoleState::Candidate(_) => Role::Candidate,
+            RoleState::Primary(_) => Role::Primary,
+        }
+    }
+
+    pub fn candidacy(&self) -> Option<&Candidacy> {
+        match self {
+            RoleState::Candidate(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    pub fn leadership(&self) -> Option<&Leadership> {
+        match self {
+            RoleState::Primary(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    pub fn leadership_mut(&mut self) -> Option<&mut Leadership> {
+        match self {
+            RoleState::Primary(l) => Some(l),
+            _ => None,
+        }
+    }
+
+    /// A primary whose lease lapsed (§6.2).
+    pub fn fenced_by_lease(&self) -> bool {
+        self.leadership().is_some_and(|l| l.fenced_by_lease)
+    }
+
+    /// The switchover in progress, on the primary or after it resigned.
+    pub fn switchover(&self) -> Option<&Switchover> {
+        match self {
+            RoleState::Replica { switchover } => switchover.as_ref(),
+            RoleState::Primary(l) => l.switchover.as_ref(),
+            RoleState::Candidate(_) => None,
+        }
+    }
+
+    pub fn switchover_mut(&mut self) -> Option<&mut Switchover> {
+        match self {
+            RoleState::Replica { switchover } => switchover.as_mut(),
+            RoleState::Primary(l) => l.switchover.as_mut(),
+            RoleState::Candidate(_) => None,
+        }
+    }
+
+    pub fn take_switchover(&mut self) -> Option<Switchover> {
+        match self {
+            RoleState::Replica { switchover } => switchover.take(),
+            RoleState::Primary(l) => l.switchover.take(),
+            RoleState::Candidate(_) => None,
+        }
+    }
+
+    /// The replica this role becomes: a switchover in progress goes with it.
+    pub fn demoted(&mut self) -> RoleState {
+        RoleState::Replica {
+            switchover: self.take_switchover(),
+        }
+    }
+
+    /// The only place a role changes: swaps in `next` and returns the notice
+    /// that says so, with its machine-readable reason.
+    pub fn transition(
+        &mut self,
+        next: RoleState,
+        epoch: u64,
+        primary: Option<NodeId>,
+        reason: Reason,
+    ) -> Notice {
+        let from = self.role();
+        *self = next;
+        let to = self.role();
+        tracing::info!(from = %from, to = %to, epoch, reason = %reason, "role change");
+        Notice::RoleChanged {
+            from,
+            to,
+            epoch,
+            primary,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn switchover() -> Switchover {
+        Switchover {
+            to: "n2".into(),
+            deadline: 10,
+            draining_fence_seq: None,
+        }
+    }
+
+    #[test]
+    fn a_transition_reports_both_roles_and_its_reason() {
+        let mut role = RoleState::replica();
+        let notice = role.transition(
+            RoleState::Primary(Leadership::default()),
+            3,
+            Some("n1".into()),
+            Reason::WonElection,
+        );
+        assert_eq!(role.role(), Role::Primary);
+        assert_eq!(
+            notice,
+            Notice::RoleChanged {
+                from: Role::Replica,
+                to: Role::Primary,
+                epoch: 3,
+                primary: Some("n1".into()),
+                reason: Reason::WonElection
+            }
+        );
+    }
+
+    #[test]
+    fn a_demoted_primary_keeps_the_switchover_it_resigned_for() {
+        // §8: the old primary waits for its successor as a replica.
+        let mut role = RoleState::Primary(Leadership {
+            switchover: Some(switchover()),
+            ..Leadership::default()
+        });
+        let next = role.demoted();
+        role.transition(next, 1, None, Reason::Switchover);
+        assert_eq!(role.switchover().map(|s| s.to.as_str()), Some("n2"));
+        assert!(!role.fenced_by_lease());
+    }
+
+    #[test]
+    fn a_candidacy_ends_with_the_candidate_role() {
+        let mut role = RoleState::Candidate(Candidacy {
+            epoch: 2,
+            votes: BTreeSet::new(),
+            rejects: BTreeSet::new(),
+            deadline: 5,
+        });
+        let next = role.demoted();
+        role.transition(next, 1, None, Reason::ElectionTimeout);
+        assert!(role.candidacy().is_none());
+        assert!(role.switchover().is_none());
+    }
+}
