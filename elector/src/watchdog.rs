@@ -19,7 +19,7 @@
 
 use crate::config::{Config, DataNodeKind};
 use crate::core::DataNodeTarget;
-use crate::datanode::{DataNodeAdapter, KevyNode, RedisNode};
+use crate::datanode::{DataNodeAdapter, DataNodeError, KevyNode, RedisNode};
 use std::time::{Duration, Instant};
 
 /// What the watchdog decides after each probe.
@@ -134,10 +134,22 @@ async fn watch<A: DataNodeAdapter>(mut node: A, url: String, lease: Duration, ev
             // stops acknowledging too, since nobody vouches for its primary
             // any more (§6.2); the blind fence is the fallback when the
             // node cannot be read.
-            let clamped = node.apply(&DataNodeTarget::Isolated).await;
-            if let Err(e) = clamped.or(node.fence_blind().await) {
+            if let Err(e) = clamp(&mut node).await {
                 tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
             }
+        }
+    }
+}
+
+/// The start-up clamp; the blind fence only when the clamp itself failed
+/// (a node that cannot be read or refused the command), never on top of a
+/// clamp that worked: on kevy it would restart the replication thread again.
+async fn clamp<A: DataNodeAdapter>(node: &mut A) -> Result<(), DataNodeError> {
+    match node.apply(&DataNodeTarget::Isolated).await {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            tracing::warn!(error = %e, "watchdog: clamp failed; fencing blind");
+            node.fence_blind().await
         }
     }
 }
@@ -145,6 +157,57 @@ async fn watch<A: DataNodeAdapter>(mut node: A, url: String, lease: Duration, ev
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::datanode::ReplicationInfo;
+
+    /// Records what the watchdog asks of its data node (no server: this
+    /// checks the order of the watchdog's own calls).
+    #[derive(Default)]
+    struct Recorder {
+        apply_fails: bool,
+        calls: Vec<&'static str>,
+    }
+
+    impl DataNodeAdapter for Recorder {
+        fn kind(&self) -> &'static str {
+            "recorder"
+        }
+        async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
+            self.calls.push("observe");
+            Ok(ReplicationInfo::default())
+        }
+        async fn apply(&mut self, _: &DataNodeTarget) -> Result<(), DataNodeError> {
+            self.calls.push("apply");
+            if self.apply_fails {
+                return Err(DataNodeError::Unreachable("timeout".into()));
+            }
+            Ok(())
+        }
+        async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
+            self.calls.push("fence_blind");
+            Ok(())
+        }
+        fn satisfies(&self, _: &ReplicationInfo, _: &DataNodeTarget) -> bool {
+            false
+        }
+    }
+
+    #[tokio::test]
+    async fn a_clamp_that_worked_is_not_followed_by_a_blind_fence() {
+        // §6.4.1: the blind fence is the fallback, not a second command.
+        let mut node = Recorder::default();
+        clamp(&mut node).await.unwrap();
+        assert_eq!(node.calls, vec!["apply"]);
+    }
+
+    #[tokio::test]
+    async fn a_clamp_that_failed_falls_back_to_the_blind_fence() {
+        let mut node = Recorder {
+            apply_fails: true,
+            ..Recorder::default()
+        };
+        clamp(&mut node).await.unwrap();
+        assert_eq!(node.calls, vec!["apply", "fence_blind"]);
+    }
 
     #[test]
     fn a_silent_elector_is_fenced_only_after_the_lease() {

@@ -1,12 +1,18 @@
-//! A model of the data nodes under the electors: each holds a write log with
-//! a hash chain (so "is a prefix of" is O(1)), applies the elector's targets
-//! after a delay, replicates from its upstream while the network allows, and
-//! accepts client writes only while it is a writable primary.
+//! A model of the data-node *servers* under the electors: each holds a write
+//! log with a hash chain (so "is a prefix of" is O(1)), is configured as a
+//! primary, a fenced primary or a replica of some upstream, replicates from
+//! its upstream while the network allows, and accepts client writes only
+//! while it is a writable primary.
+//!
+//! The adapter's rules are not modelled here: every elector runs the real
+//! `elector::datanode::driver::Driver` against this server (see `sim/mod.rs`),
+//! so the simulator proves the code the shell runs, not a copy of it.
 //!
 //! A write is *acknowledged* (like `WAIT quorum-1`) once the primary and
 //! quorum-1 replicas hold it; acknowledged writes must survive every failover.
 
-use elector::core::{DataNodeTarget, Millis, Observation};
+use elector::core::{DataNodeTarget, Millis};
+use elector::datanode::{DataNodeError, ReplicationInfo, NOWHERE};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -19,19 +25,12 @@ pub struct Entry {
 pub struct DataNode {
     pub up: bool,
     pub log: Vec<Entry>,
+    /// What the server is configured as (its role, fence and upstream).
     pub applied: DataNodeTarget,
-    pub applied_seq: u64,
-    pub pending: Option<(Millis, u64, DataNodeTarget)>,
     pub link_up: bool,
-    pub offset_at_apply: Option<u64>,
-    /// Bumped on every data-node restart, as the real adapter does when
-    /// another process answers (protocol §6.8).
-    pub generation: u64,
-    /// The real adapter's answer to a demotion by someone else (the
-    /// watchdog's clamp) of a node it had made writable: it counts it and
-    /// makes the node writable again only for a target issued afterwards.
-    pub overridden: u64,
-    pub hold_writable_through: u64,
+    /// Which process answers (Redis `run_id`, kevy `process_id`): a new one
+    /// at every start of the data node.
+    pub process_id: u64,
 }
 
 impl DataNode {
@@ -40,13 +39,8 @@ impl DataNode {
             up: true,
             log: Vec::new(),
             applied: DataNodeTarget::Isolated,
-            applied_seq: 0,
-            pending: None,
             link_up: false,
-            offset_at_apply: None,
-            generation: 0,
-            overridden: 0,
-            hold_writable_through: 0,
+            process_id: 1,
         }
     }
 
@@ -64,17 +58,31 @@ impl DataNode {
             )
     }
 
-    pub fn observe(&self) -> Observation {
-        Observation {
-            reachable: self.up,
-            offset: self.up.then_some(self.log.len() as u64),
-            link_up: self.up && (self.is_master() || self.link_up),
-            applied_seq: self.applied_seq,
-            offset_at_apply: self.offset_at_apply,
-            generation: self.generation,
-            gone: !self.up,
-            overridden: self.overridden,
+    /// `INFO replication` as the adapter reads it.
+    pub fn info(&self) -> Result<ReplicationInfo, DataNodeError> {
+        if !self.up {
+            return Err(DataNodeError::Gone("connection refused".into()));
         }
+        let (master_host, master_port) = match &self.applied {
+            DataNodeTarget::Follow { primary, .. } => (Some(primary.clone()), Some(6379)),
+            DataNodeTarget::Isolated => (Some(NOWHERE.0.to_string()), Some(NOWHERE.1)),
+            _ => (None, None),
+        };
+        Ok(ReplicationInfo {
+            role: if self.is_master() { "master" } else { "slave" }.into(),
+            offset: self.log.len() as u64,
+            master_host,
+            master_port,
+            link_up: self.link_up,
+            identity: Some(format!("process:{}", self.process_id)),
+            ..ReplicationInfo::default()
+        })
+    }
+
+    /// Whether the server already is `target` (what a backend's
+    /// `satisfies` reads from `INFO`; the model knows it exactly).
+    pub fn satisfies(&self, target: &DataNodeTarget) -> bool {
+        self.up && self.applied == *target
     }
 
     /// Whether `(index, chain)` (an acknowledged write) is in this log.

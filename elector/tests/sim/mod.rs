@@ -2,14 +2,21 @@
 //! (docs/protocol.md §9). Everything random comes from one seeded RNG, so a
 //! seed replays exactly: `SIM_SEED=<n> cargo test -p elector --test simulation`.
 
+mod adapter;
 pub mod datalayer;
+mod faults;
 pub mod invariants;
+mod replication;
+mod world;
+
+pub use world::{sim_timings, World};
 
 use datalayer::{AckedWrite, DataNode, PendingWrite};
 use elector::core::{
     Action, Core, CoreConfig, DataNodeTarget, Event, Faults, Fence, Gate, Member, Millis, Notice,
     Output, PersistedState, Timings,
 };
+use elector::datanode::driver::{Command, Driver, Outcome};
 use elector::net::fingerprint::Fingerprint;
 use elector::protocol::{Message, Role};
 use invariants::Invariants;
@@ -17,66 +24,6 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-
-/// Timings used in simulation: seed ratios, scaled down to keep runs short.
-/// The fence margin covers the world's slowest fence (protocol §6.2.1); a
-/// world with slow fences gets a longer `down_after` so a lease is left.
-pub fn sim_timings(world: &World) -> Timings {
-    let margin = world.margin_override.unwrap_or(world.fence_ms.1 + 20);
-    let down_after = if margin > 200 { 2_000 } else { 1_000 };
-    Timings {
-        hb_interval_ms: 100,
-        down_after_ms: down_after,
-        election_timeout_ms: 600,
-        backoff_min_ms: 200,
-        backoff_max_ms: 800,
-        fence_margin_ms: margin,
-    }
-}
-
-/// How hostile the simulated world is.
-#[derive(Clone, Debug)]
-pub struct World {
-    pub loss: f64,
-    pub duplicate: f64,
-    pub latency_ms: (u64, u64),
-    pub persist_ms: (u64, u64),
-    pub persist_fail: f64,
-    pub apply_ms: (u64, u64),
-    /// How long a fence target takes to reach the data node (protocol
-    /// §6.2.1: slow fences, a command running into its timeout).
-    pub fence_ms: (u64, u64),
-    /// Each node's clock runs at a rate within this of real time (§6.2.1).
-    pub clock_drift: f64,
-    /// The data node's dead-man switch (watchdog process, §6.4.1).
-    pub watchdog: bool,
-    /// A fence margin other than the one that covers `fence_ms` (for
-    /// proving that a too-small margin is caught).
-    pub margin_override: Option<u64>,
-    /// Nodes whose configurations disagree (members or lease timings) do
-    /// not talk: the real transport refuses a `HELLO` whose fingerprint
-    /// differs from its own (issue 10 finding 6, protocol §3). Off only to
-    /// show what the check prevents.
-    pub fingerprint_check: bool,
-}
-
-impl World {
-    pub fn random(rng: &mut StdRng) -> World {
-        World {
-            loss: [0.0, 0.01, 0.05, 0.2][rng.gen_range(0..4)],
-            duplicate: [0.0, 0.02][rng.gen_range(0..2)],
-            latency_ms: (1, [5, 20, 60][rng.gen_range(0..3)]),
-            persist_ms: (0, 5),
-            persist_fail: [0.0, 0.0, 0.01][rng.gen_range(0..3)],
-            apply_ms: (1, 30),
-            fence_ms: (1, [30, 30, 500][rng.gen_range(0..3)]),
-            clock_drift: [0.0, 0.01][rng.gen_range(0..2)],
-            watchdog: true,
-            margin_override: None,
-            fingerprint_check: true,
-        }
-    }
-}
 
 #[derive(Debug)]
 enum Ev {
@@ -98,8 +45,21 @@ enum Ev {
         incarnation: u64,
     },
     DataStep,
-    Observe {
+    /// The adapter's poll timer.
+    Poll {
         node: usize,
+    },
+    /// A command the adapter sent its data node completes.
+    DataCommand {
+        node: usize,
+        incarnation: u64,
+        command: Command,
+    },
+    /// Its answer reaches an adapter that was frozen with its elector.
+    DataAnswer {
+        node: usize,
+        incarnation: u64,
+        outcome: Outcome,
     },
 }
 
@@ -145,8 +105,13 @@ pub struct SimNode {
     /// This node's clock rate relative to real time.
     pub clock_rate: f64,
     /// The last target the elector issued, with the data-node generation it
-    /// was chosen for: the adapter re-applies it when the node drifts.
+    /// was chosen for (the shell's watch channel to its adapter).
     pub last_target: Option<(u64, u64, DataNodeTarget)>,
+    /// The real adapter's rules, alive as long as the elector process.
+    pub driver: Option<Driver>,
+    /// A newer target arrived while a round was running: the adapter
+    /// starts the next round as soon as this one ends.
+    pub target_changed: bool,
     /// Someone lifted the fence by hand at this time.
     pub tampered_at: Option<Millis>,
     /// Every fence on this node's data node takes this long (a command
@@ -228,6 +193,8 @@ impl Sim {
                 elector_silent_since: None,
                 clock_rate,
                 last_target: None,
+                driver: None,
+                target_changed: false,
                 tampered_at: None,
                 slow_fence_ms: None,
                 timings_override: None,
@@ -236,7 +203,7 @@ impl Sim {
             });
             sim.boot(i);
             let first = sim.rng.gen_range(0..50);
-            sim.push(first, Ev::Observe { node: i });
+            sim.push(first, Ev::Poll { node: i });
         }
         sim.push(10, Ev::DataStep);
         // A fence lifted by hand lasts until the next adapter poll (50 ms)
@@ -300,19 +267,6 @@ impl Sim {
         self.nodes[i].timings_override.unwrap_or(self.timings)
     }
 
-    /// A rolling configuration change reaches node `i`: its elector
-    /// restarts with `timings`; the data node keeps running.
-    pub fn reconfigure(&mut self, i: usize, timings: Timings) {
-        self.trace(
-            i,
-            &format!("RECONFIGURE down_after={}", timings.down_after_ms),
-        );
-        self.nodes[i].timings_override = Some(timings);
-        self.nodes[i].fingerprint = Fingerprint::new(self.ids.iter().map(String::as_str), &timings);
-        self.nodes[i].core = None;
-        self.boot(i);
-    }
-
     /// Starts (or restarts) node `i`'s elector from what its disk holds.
     pub fn boot(&mut self, i: usize) {
         self.nodes[i].incarnation += 1;
@@ -325,130 +279,12 @@ impl Sim {
         self.nodes[i].paused_until = None;
         self.nodes[i].elector_silent_since = None;
         // The adapter lives in the elector process: a new one starts
-        // counting data-node generations afresh.
-        self.nodes[i].data.generation = 0;
+        // afresh (generations, applied targets, demotions).
+        self.nodes[i].driver = Some(Driver::new("sim"));
+        self.nodes[i].target_changed = false;
         self.nodes[i].last_target = None;
         self.execute(i, output);
         self.schedule_tick(i);
-    }
-
-    /// Kills node `i`'s elector. The node supervisor (container entrypoint,
-    /// systemd `BindsTo=`) stops the data node with it: a data node left
-    /// writable without its elector would have no lease to fence it
-    /// (docs/protocol.md §6.4), so `with_data` only says whether the data
-    /// node loses its unpersisted tail (never here: AOF) — both stop.
-    pub fn crash(&mut self, i: usize, with_data: bool) {
-        let _ = with_data;
-        self.nodes[i].elector_silent_since.get_or_insert(self.now);
-        if std::env::var_os("SIM_TRACE").is_some() {
-            eprintln!(
-                "{:>6} {} CRASH with_data={with_data} log={}",
-                self.now,
-                self.ids[i],
-                self.nodes[i].data.log.len()
-            );
-        }
-        self.nodes[i].core = None;
-        self.nodes[i].incarnation += 1;
-        self.nodes[i].data.up = false;
-        self.nodes[i].data.link_up = false;
-    }
-
-    pub fn restart(&mut self, i: usize) {
-        if std::env::var_os("SIM_TRACE").is_some() {
-            eprintln!(
-                "{:>6} {} RESTART log={}",
-                self.now,
-                self.ids[i],
-                self.nodes[i].data.log.len()
-            );
-        }
-        if !self.nodes[i].data.up {
-            // A data node comes back with its (persisted) log, read-only with
-            // its last configured upstream, as kevy/Redis do with AOF.
-            let d = &mut self.nodes[i].data;
-            d.up = true;
-            d.pending = None;
-            // It restarts from its config file: read-only, upstream nowhere.
-            d.applied = elector::core::DataNodeTarget::Isolated;
-            d.applied_seq = 0;
-            d.offset_at_apply = None;
-        }
-        if self.nodes[i].core.is_none() {
-            self.boot(i);
-        }
-    }
-
-    pub fn pause(&mut self, i: usize, for_ms: u64) {
-        if self.nodes[i].core.is_some() {
-            self.nodes[i].paused_until = Some(self.now + for_ms);
-            self.nodes[i].pause_data_too = true;
-            self.nodes[i].elector_silent_since.get_or_insert(self.now);
-        }
-    }
-
-    /// `kill -STOP` of the elector alone: its data node keeps serving.
-    pub fn pause_elector(&mut self, i: usize, for_ms: u64) {
-        if self.nodes[i].core.is_some() {
-            self.trace(i, &format!("ELECTOR STOP {for_ms} ms"));
-            self.nodes[i].paused_until = Some(self.now + for_ms);
-            self.nodes[i].pause_data_too = false;
-            self.nodes[i].elector_silent_since.get_or_insert(self.now);
-        }
-    }
-
-    /// The elector process dies; the data node keeps running as it was
-    /// (parts fail alone, §6.4.1). `restart` boots the elector again.
-    pub fn crash_elector(&mut self, i: usize) {
-        self.trace(i, "ELECTOR CRASH");
-        self.nodes[i].core = None;
-        self.nodes[i].incarnation += 1;
-        self.nodes[i].elector_silent_since.get_or_insert(self.now);
-    }
-
-    /// The data node process dies and comes back at once, with its data
-    /// (AOF) or empty, under a running elector: as its config starts it,
-    /// a read-only replica of nowhere. The adapter sees a new process.
-    pub fn restart_data(&mut self, i: usize, lose_data: bool) {
-        self.trace(i, &format!("DATA RESTART lose_data={lose_data}"));
-        let elector_runs = self.nodes[i].core.is_some();
-        let d = &mut self.nodes[i].data;
-        if lose_data {
-            d.log.clear();
-        }
-        d.up = true;
-        d.link_up = false;
-        d.pending = None;
-        d.applied = DataNodeTarget::Isolated;
-        d.offset_at_apply = None;
-        if elector_runs {
-            d.generation += 1;
-        }
-    }
-
-    /// The disk under node `i`'s elector fails every write for `for_ms`.
-    pub fn break_disk(&mut self, i: usize, for_ms: u64) {
-        self.trace(i, &format!("DISK BROKEN {for_ms} ms"));
-        self.nodes[i].disk_broken_until = self.now + for_ms;
-    }
-
-    /// Someone lifts the fence by hand (`CONFIG SET min-replicas-to-write
-    /// 0`, `REPLICAOF NO ONE`): the data node takes writes behind the
-    /// elector's back until the adapter sees the drift.
-    /// Only under a running elector: with the elector stopped as well, two
-    /// parts failed and the watchdog's lease bound applies instead.
-    pub fn lift_fence_by_hand(&mut self, i: usize) {
-        if self.elector_stopped(i) {
-            return;
-        }
-        let d = &mut self.nodes[i].data;
-        if d.up && !d.applied.writable() {
-            self.trace(i, "FENCE LIFTED BY HAND");
-            let d = &mut self.nodes[i].data;
-            d.applied = DataNodeTarget::Primary;
-            d.link_up = false;
-            self.nodes[i].tampered_at = Some(self.now);
-        }
     }
 
     fn trace(&self, i: usize, what: &str) {
@@ -460,32 +296,6 @@ impl Sim {
     /// Node `i`'s clock (monotonic, at its own rate).
     pub fn clock(&self, i: usize) -> Millis {
         (self.now as f64 * self.nodes[i].clock_rate) as Millis
-    }
-
-    /// An operator asks whichever node believes it is primary for a planned
-    /// handover to `to` (protocol §8); nothing happens if there is none.
-    pub fn request_switchover(&mut self, to: usize, timeout_ms: u64) {
-        let Some(from) = (0..self.nodes.len()).find(|&i| self.role_of(i) == Some(Role::Primary))
-        else {
-            return;
-        };
-        if std::env::var_os("SIM_TRACE").is_some() {
-            eprintln!(
-                "{:>6} SWITCHOVER {} -> {}",
-                self.now, self.ids[from], self.ids[to]
-            );
-        }
-        let to = self.ids[to].clone();
-        self.feed(from, Event::SwitchoverRequested { to, timeout_ms });
-    }
-
-    pub fn heal(&mut self) {
-        if std::env::var_os("SIM_TRACE").is_some() {
-            eprintln!("{:>6} HEAL", self.now);
-        }
-        for row in &mut self.blocked {
-            row.iter_mut().for_each(|b| *b = false);
-        }
     }
 
     fn push(&mut self, delay: Millis, ev: Ev) {
@@ -600,15 +410,27 @@ impl Sim {
                     );
                 }
             }
-            Ev::Observe { node } => {
+            Ev::Poll { node } => {
                 self.watchdog(node);
-                if !self.elector_stopped(node) {
-                    self.readapply_drift(node);
+                let idle = self.nodes[node]
+                    .driver
+                    .as_ref()
+                    .is_some_and(|d| !d.in_round());
+                if idle && !self.elector_stopped(node) {
+                    self.begin_round(node);
                 }
-                let obs = self.nodes[node].data.observe();
-                self.feed(node, Event::DataNode(obs));
-                self.push(50, Ev::Observe { node });
+                self.push(50, Ev::Poll { node });
             }
+            Ev::DataCommand {
+                node,
+                incarnation,
+                command,
+            } => self.complete_command(node, incarnation, command),
+            Ev::DataAnswer {
+                node,
+                incarnation,
+                outcome,
+            } => self.answer_adapter(node, incarnation, outcome),
             Ev::DataStep => {
                 self.data_step();
                 self.push(10, Ev::DataStep);
@@ -624,73 +446,6 @@ impl Sim {
     /// The elector is dead or stopped.
     fn elector_stopped(&self, i: usize) -> bool {
         self.nodes[i].core.is_none() || self.nodes[i].paused_until.is_some_and(|u| self.now < u)
-    }
-
-    /// The watchdog beside the data node (§6.4.1): an elector silent for
-    /// longer than the lease (plus one probe) gets its data node fenced.
-    fn watchdog(&mut self, i: usize) {
-        if !self.world.watchdog || self.frozen(i) {
-            return;
-        }
-        let Some(since) = self.nodes[i].elector_silent_since else {
-            return;
-        };
-        let bound = self.timings.lease_ms() + self.timings.hb_interval_ms;
-        if self.now.saturating_sub(since) > bound {
-            self.watchdog_clamp(i);
-        }
-    }
-
-    /// The clamp, as the elector's start-up applies it: no writes and no
-    /// upstream. A replica must stop acknowledging too: nobody vouches for
-    /// its primary any more (§6.2), and a stream it keeps following into a
-    /// later epoch would not be on its elector's disk. Tests call it directly
-    /// for a false alarm: a probe that failed although the elector runs (a
-    /// loaded host, a slow loopback).
-    pub fn watchdog_clamp(&mut self, i: usize) {
-        let d = &mut self.nodes[i].data;
-        if d.up && d.applied != DataNodeTarget::Isolated {
-            if d.applied.writable() {
-                d.overridden += 1;
-                d.hold_writable_through = d.applied_seq;
-            }
-            d.applied = DataNodeTarget::Isolated;
-            d.link_up = false;
-            d.pending = None;
-            self.trace(i, "WATCHDOG CLAMP");
-        }
-    }
-
-    /// The adapter reads the node back every poll and re-applies the
-    /// current target when the node no longer matches it (a fence lifted
-    /// by hand, a watchdog fence after the elector came back).
-    fn readapply_drift(&mut self, i: usize) {
-        let Some((seq, generation, target)) = self.nodes[i].last_target.clone() else {
-            return;
-        };
-        let d = &self.nodes[i].data;
-        if !d.up || d.pending.is_some() || generation != d.generation || d.applied == target {
-            return;
-        }
-        // Demoted from this very target by the watchdog: only a target the
-        // elector issues afterwards may make the node writable again.
-        if target.writable() && seq <= d.hold_writable_through {
-            return;
-        }
-        let delay = self.apply_delay(i, &target);
-        self.nodes[i].data.pending = Some((self.now + delay, seq, target));
-    }
-
-    fn apply_delay(&mut self, i: usize, target: &DataNodeTarget) -> Millis {
-        if let (true, Some(ms)) = (target.fences(), self.nodes[i].slow_fence_ms) {
-            return ms;
-        }
-        let (lo, hi) = if target.fences() {
-            self.world.fence_ms
-        } else {
-            self.world.apply_ms
-        };
-        self.rng.gen_range(lo..=hi)
     }
 
     fn feed(&mut self, i: usize, event: Event) {
@@ -750,30 +505,6 @@ impl Sim {
                 incarnation,
             },
         );
-    }
-
-    /// Hands a target to the data node; only a newer one than the last
-    /// counts (the shell applies targets in sequence order, §5.2.1).
-    fn apply_target(&mut self, i: usize, seq: u64, target: DataNodeTarget) {
-        if self.nodes[i]
-            .last_target
-            .as_ref()
-            .is_some_and(|(last, _, _)| seq <= *last)
-        {
-            return;
-        }
-        self.trace(i, &format!("APPLY seq={seq} {target:?}"));
-        // The shell tags the target with the data-node generation the core
-        // knew (§6.8); the adapter applies it only to that generation.
-        let generation = self.nodes[i]
-            .core
-            .as_ref()
-            .map_or(0, |c| c.data_generation());
-        self.nodes[i].last_target = Some((seq, generation, target.clone()));
-        if generation == self.nodes[i].data.generation {
-            let delay = self.apply_delay(i, &target);
-            self.nodes[i].data.pending = Some((self.now + delay, seq, target));
-        }
     }
 
     fn run_actions(&mut self, i: usize, actions: Vec<Action>) {
@@ -840,103 +571,6 @@ impl Sim {
     /// A node paused whole (data node too), like `docker pause`.
     pub fn frozen(&self, i: usize) -> bool {
         self.nodes[i].pause_data_too && self.nodes[i].paused_until.is_some_and(|u| self.now < u)
-    }
-
-    /// Applies due targets, replicates, writes and acknowledges.
-    fn data_step(&mut self) {
-        let n = self.nodes.len();
-        for i in 0..n {
-            let frozen = self.frozen(i);
-            let d = &mut self.nodes[i].data;
-            if let Some((at, seq, target)) = d.pending.clone() {
-                if d.up && at <= self.now && !frozen {
-                    if std::env::var_os("SIM_TRACE").is_some() {
-                        eprintln!("{:>6} n{} APPLIED seq={seq} {target:?}", self.now, i + 1);
-                    }
-                    d.applied = target;
-                    d.applied_seq = seq;
-                    d.offset_at_apply = Some(d.log.len() as u64);
-                    d.pending = None;
-                    if d.applied.writable() {
-                        self.inv
-                            .on_data_promoted(i, &self.nodes[i].data, &self.acked, self.now);
-                    }
-                }
-            }
-        }
-        for i in 0..n {
-            let upstream = match &self.nodes[i].data.applied {
-                elector::core::DataNodeTarget::Follow { primary, .. } => {
-                    self.ids.iter().position(|id| id == primary)
-                }
-                _ => None,
-            };
-            let linked = upstream.is_some_and(|u| {
-                self.nodes[i].data.up
-                    && self.nodes[u].data.is_master()
-                    && !self.blocked[u][i]
-                    && !self.blocked[i][u]
-                    && !self.frozen(i)
-                    && !self.frozen(u)
-            });
-            self.nodes[i].data.link_up = linked;
-            if let (true, Some(u)) = (linked, upstream) {
-                if u != i {
-                    let (a, b) = self.nodes.split_at_mut(i.max(u));
-                    let (dst, src) = if i < u {
-                        (&mut a[i], &b[0])
-                    } else {
-                        (&mut b[0], &a[u])
-                    };
-                    dst.data.sync_from(&src.data.log);
-                }
-            }
-        }
-        // Clients write to every node that accepts writes.
-        for i in 0..n {
-            if self.nodes[i].data.writable() && !self.frozen(i) && self.rng.gen_bool(0.5) {
-                let write_id = self.next_write;
-                self.next_write += 1;
-                let (index, chain) = self.nodes[i].data.append(write_id);
-                self.pending_writes.push(PendingWrite {
-                    node: i,
-                    write_id,
-                    index,
-                    chain,
-                    at: self.now,
-                });
-            }
-        }
-        let quorum = n / 2 + 1;
-        let now = self.now;
-        let nodes = &self.nodes;
-        let mut acked = Vec::new();
-        self.pending_writes.retain(|w| {
-            if !nodes[w.node].data.holds(w.index, w.chain) {
-                return false; // the primary itself lost it before the ack: unknown, not acked
-            }
-            // Like WAIT: only replicas linked to this primary acknowledge.
-            let writer = format!("n{}", w.node + 1);
-            let copies = (0..n)
-                .filter(|&j| j != w.node && nodes[j].data.up && nodes[j].data.link_up)
-                .filter(|&j| {
-                    matches!(&nodes[j].data.applied,
-                        elector::core::DataNodeTarget::Follow { primary, .. } if *primary == writer)
-                })
-                .filter(|&j| nodes[j].data.holds(w.index, w.chain))
-                .count();
-            if copies + 1 >= quorum {
-                acked.push(AckedWrite {
-                    write_id: w.write_id,
-                    index: w.index,
-                    chain: w.chain,
-                    at: now,
-                });
-                return false;
-            }
-            now - w.at < 1_000 // WAIT timed out: the client saw a failure
-        });
-        self.acked.extend(acked);
     }
 
     /// Lets node `i` of the config see whether a core exists (for the final check).

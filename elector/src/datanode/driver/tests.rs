@@ -1,0 +1,267 @@
+//! The rules of docs/protocol.md §6.4.1 and §6.8, one round at a time:
+//! each test scripts the data node's answers and checks the commands.
+use super::*;
+
+fn info(role: &str, identity: Option<&str>) -> ReplicationInfo {
+    ReplicationInfo {
+        role: role.into(),
+        offset: 7,
+        identity: identity.map(str::to_string),
+        ..Default::default()
+    }
+}
+
+/// Plays one round: `reads` answers each Observe in turn (with whether
+/// it satisfies the target), applies succeed unless `apply_fails`.
+fn round(
+    d: &mut Driver,
+    seq: u64,
+    target: DataNodeTarget,
+    reads: &[Result<(ReplicationInfo, bool), ()>],
+    apply_fails: bool,
+) -> (Vec<Command>, RoundReport) {
+    let mut reads = reads.iter();
+    let mut commands = Vec::new();
+    let mut step = d.begin(seq, 0, target, 100);
+    loop {
+        let command = match step {
+            Step::Done(report) => return (commands, report),
+            Step::Run(c) => c,
+        };
+        commands.push(command.clone());
+        let outcome = match command {
+            Command::Apply(_) if apply_fails => {
+                Outcome::Applied(Err(DataNodeError::Unreachable("timeout".into())))
+            }
+            Command::Apply(_) => Outcome::Applied(Ok(())),
+            Command::FenceBlind => Outcome::BlindFenced(Ok(())),
+            Command::Observe => Outcome::Observed(match reads.next().expect("a scripted read") {
+                Ok((info, satisfies)) => Ok(Observed {
+                    info: info.clone(),
+                    satisfies: *satisfies,
+                }),
+                Err(()) => Err(DataNodeError::Unreachable("timeout".into())),
+            }),
+        };
+        step = d.next(outcome, 130);
+    }
+}
+
+/// A driver that has made process `id` writable with target `seq`.
+fn writable_at(seq: u64, id: Option<&str>) -> Driver {
+    let mut d = Driver::new("test");
+    round(
+        &mut d,
+        seq,
+        DataNodeTarget::Primary,
+        &[
+            Ok((info("slave", id), false)),
+            Ok((info("master", id), true)),
+        ],
+        false,
+    );
+    assert_eq!(d.t.applied_seq, seq);
+    d
+}
+
+#[test]
+fn a_new_fence_goes_out_before_anything_is_read_while_the_node_may_be_writable() {
+    // §6.4.1: reading first would add a command to the fence's latency.
+    let mut d = writable_at(3, Some("a"));
+    let (commands, report) = round(
+        &mut d,
+        4,
+        DataNodeTarget::FencedPrimary,
+        &[Ok((info("master", Some("a")), true))],
+        false,
+    );
+    assert_eq!(
+        commands,
+        vec![
+            Command::Apply(DataNodeTarget::FencedPrimary),
+            Command::Observe
+        ]
+    );
+    assert_eq!(report.obs.applied_seq, 4);
+    assert_eq!(report.fence_applied_after_ms, Some(30));
+}
+
+#[test]
+fn a_node_already_fenced_is_read_before_it_is_fenced_again() {
+    let mut d = writable_at(3, Some("a"));
+    round(
+        &mut d,
+        4,
+        DataNodeTarget::Isolated,
+        &[Ok((info("slave", Some("a")), true))],
+        false,
+    );
+    let (commands, _) = round(
+        &mut d,
+        5,
+        DataNodeTarget::FencedPrimary,
+        &[Ok((info("slave", Some("a")), true))],
+        false,
+    );
+    assert_eq!(commands, vec![Command::Observe]);
+}
+
+#[test]
+fn a_node_that_cannot_be_read_gets_a_blind_fence_unless_it_should_be_writable() {
+    // §6.4.1: a timeout or maxclients must not leave a node writable.
+    let mut d = writable_at(3, Some("a"));
+    round(
+        &mut d,
+        4,
+        DataNodeTarget::Isolated,
+        &[Ok((info("slave", Some("a")), true))],
+        false,
+    );
+    let (commands, report) = round(&mut d, 4, DataNodeTarget::Isolated, &[Err(())], false);
+    assert_eq!(commands, vec![Command::Observe, Command::FenceBlind]);
+    assert!(!report.obs.reachable);
+    let mut d = writable_at(3, Some("a"));
+    let (commands, _) = round(&mut d, 3, DataNodeTarget::Primary, &[Err(())], false);
+    assert_eq!(commands, vec![Command::Observe]);
+}
+
+#[test]
+fn a_data_node_that_restarted_is_clamped_and_gets_nothing_more_until_the_core_decides() {
+    // §6.8: another process answers: new generation, start-up clamp.
+    let mut d = writable_at(3, Some("a"));
+    let (commands, report) = round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[
+            Ok((info("slave", Some("b")), false)),
+            Ok((info("slave", Some("b")), false)),
+        ],
+        false,
+    );
+    assert_eq!(
+        commands,
+        vec![
+            Command::Observe,
+            Command::Apply(DataNodeTarget::Isolated),
+            Command::Observe
+        ]
+    );
+    assert_eq!(report.obs.generation, 1);
+    // The old target, chosen for generation 0, is never applied.
+    let (commands, _) = round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[Ok((info("slave", Some("b")), false))],
+        false,
+    );
+    assert_eq!(commands, vec![Command::Observe]);
+}
+
+#[test]
+fn the_same_process_demoted_by_someone_else_is_not_made_writable_by_the_old_target() {
+    // §6.4.1: the watchdog's clamp; only a newer target undoes it.
+    let mut d = writable_at(3, Some("a"));
+    let (commands, report) = round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[Ok((info("slave", Some("a")), false))],
+        false,
+    );
+    assert_eq!(commands, vec![Command::Observe]);
+    assert_eq!((report.obs.generation, report.obs.overridden), (0, 1));
+    let (commands, _) = round(
+        &mut d,
+        4,
+        DataNodeTarget::Primary,
+        &[
+            Ok((info("slave", Some("a")), false)),
+            Ok((info("master", Some("a")), true)),
+        ],
+        false,
+    );
+    assert_eq!(
+        commands,
+        vec![
+            Command::Observe,
+            Command::Apply(DataNodeTarget::Primary),
+            Command::Observe
+        ]
+    );
+}
+
+#[test]
+fn a_demotion_we_cannot_attribute_to_the_same_process_counts_as_a_restart() {
+    let mut d = writable_at(3, None);
+    let (_, report) = round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[
+            Ok((info("slave", None), false)),
+            Ok((info("slave", None), false)),
+        ],
+        false,
+    );
+    assert_eq!(report.obs.generation, 1);
+}
+
+#[test]
+fn a_replica_by_our_own_newer_target_is_no_demotion() {
+    let mut d = writable_at(3, Some("a"));
+    let (_, report) = round(
+        &mut d,
+        4,
+        DataNodeTarget::Isolated,
+        &[Ok((info("slave", Some("a")), true))],
+        false,
+    );
+    assert_eq!((report.obs.generation, report.obs.overridden), (0, 0));
+}
+
+#[test]
+fn a_target_the_node_already_satisfies_costs_no_command() {
+    let mut d = Driver::new("test");
+    round(
+        &mut d,
+        1,
+        DataNodeTarget::Isolated,
+        &[Ok((info("slave", Some("a")), true))],
+        false,
+    );
+    let (commands, report) = round(
+        &mut d,
+        2,
+        DataNodeTarget::FencedPrimary,
+        &[Ok((info("slave", Some("a")), true))],
+        false,
+    );
+    assert_eq!(commands, vec![Command::Observe]);
+    assert_eq!(report.obs.applied_seq, 2);
+}
+
+#[test]
+fn a_failed_apply_is_reported_and_not_counted_as_applied() {
+    let mut d = Driver::new("test");
+    round(
+        &mut d,
+        1,
+        DataNodeTarget::Isolated,
+        &[Ok((info("slave", Some("a")), true))],
+        false,
+    );
+    let (_, report) = round(
+        &mut d,
+        2,
+        DataNodeTarget::Primary,
+        &[
+            Ok((info("slave", Some("a")), false)),
+            Ok((info("slave", Some("a")), false)),
+        ],
+        true,
+    );
+    assert_eq!(report.obs.applied_seq, 1);
+    assert!(report.error.is_some());
+}

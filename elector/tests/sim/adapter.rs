@@ -1,0 +1,166 @@
+//! Each elector's data-node adapter: the real
+//! `elector::datanode::driver::Driver`, its commands carried out against the
+//! model server with the world's delays (docs/protocol.md §6.4.1, §6.8).
+
+use super::{Ev, Sim};
+use elector::core::{DataNodeTarget, Event, Millis};
+use elector::datanode::driver::{Command, Observed, Outcome, Step};
+use elector::datanode::DataNodeError;
+use rand::Rng;
+
+impl Sim {
+    fn apply_delay(&mut self, i: usize, target: &DataNodeTarget) -> Millis {
+        if let (true, Some(ms)) = (target.fences(), self.nodes[i].slow_fence_ms) {
+            return ms;
+        }
+        let (lo, hi) = if target.fences() {
+            self.world.fence_ms
+        } else {
+            self.world.apply_ms
+        };
+        self.rng.gen_range(lo..=hi)
+    }
+
+    /// Hands a target to the data node; only a newer one than the last
+    /// counts (the shell applies targets in sequence order, §5.2.1).
+    pub(super) fn apply_target(&mut self, i: usize, seq: u64, target: DataNodeTarget) {
+        if self.nodes[i]
+            .last_target
+            .as_ref()
+            .is_some_and(|(last, _, _)| seq <= *last)
+        {
+            return;
+        }
+        self.trace(i, &format!("APPLY seq={seq} {target:?}"));
+        // The shell tags the target with the data-node generation the core
+        // knew (§6.8); the adapter applies it only to that generation.
+        let generation = self.nodes[i]
+            .core
+            .as_ref()
+            .map_or(0, |c| c.data_generation());
+        self.nodes[i].last_target = Some((seq, generation, target));
+        // The adapter wakes on a new target (or right after its round).
+        match self.nodes[i].driver.as_ref() {
+            Some(d) if d.in_round() => self.nodes[i].target_changed = true,
+            Some(_) => self.begin_round(i),
+            None => {}
+        }
+    }
+
+    /// The adapter starts a round for the newest target.
+    pub(super) fn begin_round(&mut self, i: usize) {
+        let Some((seq, generation, target)) = self.nodes[i].last_target.clone() else {
+            return;
+        };
+        let now = self.clock(i);
+        self.nodes[i].target_changed = false;
+        let Some(driver) = self.nodes[i].driver.as_mut() else {
+            return;
+        };
+        let step = driver.begin(seq, generation, target, now);
+        self.follow_step(i, step);
+    }
+
+    /// Sends the driver's next command, or hands its report to the core.
+    fn follow_step(&mut self, i: usize, step: Step) {
+        match step {
+            Step::Run(command) => {
+                let delay = match &command {
+                    Command::Apply(t) => self.apply_delay(i, t),
+                    Command::FenceBlind => self.apply_delay(i, &DataNodeTarget::Isolated),
+                    Command::Observe => 1,
+                };
+                let incarnation = self.nodes[i].incarnation;
+                self.push(
+                    delay,
+                    Ev::DataCommand {
+                        node: i,
+                        incarnation,
+                        command,
+                    },
+                );
+            }
+            Step::Done(report) => {
+                self.feed(i, Event::DataNode(report.obs));
+                if self.nodes[i].target_changed && !self.elector_stopped(i) {
+                    self.begin_round(i);
+                }
+            }
+        }
+    }
+
+    /// A command the adapter sent reaches the data node. The server carries
+    /// it out even if the elector (and its adapter) has frozen or died since
+    /// it was sent; only the answer waits for the adapter.
+    pub(super) fn complete_command(&mut self, i: usize, incarnation: u64, command: Command) {
+        if self.frozen(i) {
+            // docker pause: the server runs it when it thaws.
+            self.push(
+                10,
+                Ev::DataCommand {
+                    node: i,
+                    incarnation,
+                    command,
+                },
+            );
+            return;
+        }
+        let outcome = match command {
+            Command::Apply(target) => Outcome::Applied(self.server_apply(i, target)),
+            Command::FenceBlind => {
+                Outcome::BlindFenced(self.server_apply(i, DataNodeTarget::Isolated))
+            }
+            Command::Observe => {
+                let d = &self.nodes[i].data;
+                let target = self.nodes[i].driver.as_ref().and_then(|dr| dr.target());
+                let satisfies = target.is_some_and(|t| d.satisfies(t));
+                Outcome::Observed(d.info().map(|info| Observed { info, satisfies }))
+            }
+        };
+        self.answer_adapter(i, incarnation, outcome);
+    }
+
+    /// The adapter gets a command's answer (when its process runs).
+    pub(super) fn answer_adapter(&mut self, i: usize, incarnation: u64, outcome: Outcome) {
+        if self.nodes[i].incarnation != incarnation {
+            return; // the adapter died with its elector
+        }
+        if let Some(until) = self.nodes[i].paused_until.filter(|u| *u > self.now) {
+            self.push(
+                until - self.now,
+                Ev::DataAnswer {
+                    node: i,
+                    incarnation,
+                    outcome,
+                },
+            );
+            return;
+        }
+        let now = self.clock(i);
+        let Some(driver) = self.nodes[i].driver.as_mut() else {
+            return;
+        };
+        let step = driver.next(outcome, now);
+        self.follow_step(i, step);
+    }
+
+    /// The data node carries out `REPLICAOF` & co.
+    fn server_apply(&mut self, i: usize, target: DataNodeTarget) -> Result<(), DataNodeError> {
+        let d = &mut self.nodes[i].data;
+        if !d.up {
+            return Err(DataNodeError::Gone("connection refused".into()));
+        }
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("{:>6} n{} APPLIED {target:?}", self.now, i + 1);
+        }
+        if d.applied != target {
+            d.link_up = false;
+        }
+        d.applied = target;
+        if d.applied.writable() {
+            self.inv
+                .on_data_promoted(i, &self.nodes[i].data, &self.acked, self.now);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,193 @@
+//! The faults the simulator injects (docs/protocol.md §9, §9.1): whole
+//! nodes, the elector alone, the data node alone, the disk, the fence, and
+//! the watchdog's answer to a silent elector.
+
+use super::{Sim, Timings};
+use elector::core::{DataNodeTarget, Event};
+use elector::net::fingerprint::Fingerprint;
+use elector::protocol::Role;
+
+impl Sim {
+    /// A rolling configuration change reaches node `i`: its elector
+    /// restarts with `timings`; the data node keeps running.
+    pub fn reconfigure(&mut self, i: usize, timings: Timings) {
+        self.trace(
+            i,
+            &format!("RECONFIGURE down_after={}", timings.down_after_ms),
+        );
+        self.nodes[i].timings_override = Some(timings);
+        self.nodes[i].fingerprint = Fingerprint::new(self.ids.iter().map(String::as_str), &timings);
+        self.nodes[i].core = None;
+        self.boot(i);
+    }
+
+    /// Kills node `i`'s elector. The node supervisor (container entrypoint,
+    /// systemd `BindsTo=`) stops the data node with it: a data node left
+    /// writable without its elector would have no lease to fence it
+    /// (docs/protocol.md §6.4), so `with_data` only says whether the data
+    /// node loses its unpersisted tail (never here: AOF) — both stop.
+    pub fn crash(&mut self, i: usize, with_data: bool) {
+        let _ = with_data;
+        self.nodes[i].elector_silent_since.get_or_insert(self.now);
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!(
+                "{:>6} {} CRASH with_data={with_data} log={}",
+                self.now,
+                self.ids[i],
+                self.nodes[i].data.log.len()
+            );
+        }
+        self.nodes[i].core = None;
+        self.nodes[i].driver = None;
+        self.nodes[i].incarnation += 1;
+        self.nodes[i].data.up = false;
+        self.nodes[i].data.link_up = false;
+    }
+
+    pub fn restart(&mut self, i: usize) {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!(
+                "{:>6} {} RESTART log={}",
+                self.now,
+                self.ids[i],
+                self.nodes[i].data.log.len()
+            );
+        }
+        if !self.nodes[i].data.up {
+            // A data node comes back with its (persisted) log, read-only with
+            // its last configured upstream, as kevy/Redis do with AOF.
+            let d = &mut self.nodes[i].data;
+            d.up = true;
+            d.process_id += 1;
+            // It restarts from its config file: read-only, upstream nowhere.
+            d.applied = DataNodeTarget::Isolated;
+        }
+        if self.nodes[i].core.is_none() {
+            self.boot(i);
+        }
+    }
+
+    pub fn pause(&mut self, i: usize, for_ms: u64) {
+        if self.nodes[i].core.is_some() {
+            self.nodes[i].paused_until = Some(self.now + for_ms);
+            self.nodes[i].pause_data_too = true;
+            self.nodes[i].elector_silent_since.get_or_insert(self.now);
+        }
+    }
+
+    /// `kill -STOP` of the elector alone: its data node keeps serving.
+    pub fn pause_elector(&mut self, i: usize, for_ms: u64) {
+        if self.nodes[i].core.is_some() {
+            self.trace(i, &format!("ELECTOR STOP {for_ms} ms"));
+            self.nodes[i].paused_until = Some(self.now + for_ms);
+            self.nodes[i].pause_data_too = false;
+            self.nodes[i].elector_silent_since.get_or_insert(self.now);
+        }
+    }
+
+    /// The elector process dies; the data node keeps running as it was
+    /// (parts fail alone, §6.4.1). `restart` boots the elector again.
+    pub fn crash_elector(&mut self, i: usize) {
+        self.trace(i, "ELECTOR CRASH");
+        self.nodes[i].core = None;
+        self.nodes[i].driver = None;
+        self.nodes[i].incarnation += 1;
+        self.nodes[i].elector_silent_since.get_or_insert(self.now);
+    }
+
+    /// The data node process dies and comes back at once, with its data
+    /// (AOF) or empty, under a running elector: as its config starts it,
+    /// a read-only replica of nowhere. The adapter sees a new process.
+    pub fn restart_data(&mut self, i: usize, lose_data: bool) {
+        self.trace(i, &format!("DATA RESTART lose_data={lose_data}"));
+        let d = &mut self.nodes[i].data;
+        if lose_data {
+            d.log.clear();
+        }
+        d.up = true;
+        d.link_up = false;
+        d.process_id += 1;
+        d.applied = DataNodeTarget::Isolated;
+    }
+
+    /// The disk under node `i`'s elector fails every write for `for_ms`.
+    pub fn break_disk(&mut self, i: usize, for_ms: u64) {
+        self.trace(i, &format!("DISK BROKEN {for_ms} ms"));
+        self.nodes[i].disk_broken_until = self.now + for_ms;
+    }
+
+    /// Someone lifts the fence by hand (`CONFIG SET min-replicas-to-write
+    /// 0`, `REPLICAOF NO ONE`): the data node takes writes behind the
+    /// elector's back until the adapter sees the drift.
+    /// Only under a running elector: with the elector stopped as well, two
+    /// parts failed and the watchdog's lease bound applies instead.
+    pub fn lift_fence_by_hand(&mut self, i: usize) {
+        if self.elector_stopped(i) {
+            return;
+        }
+        let d = &mut self.nodes[i].data;
+        if d.up && !d.applied.writable() {
+            self.trace(i, "FENCE LIFTED BY HAND");
+            let d = &mut self.nodes[i].data;
+            d.applied = DataNodeTarget::Primary;
+            d.link_up = false;
+            self.nodes[i].tampered_at = Some(self.now);
+        }
+    }
+
+    /// An operator asks whichever node believes it is primary for a planned
+    /// handover to `to` (protocol §8); nothing happens if there is none.
+    pub fn request_switchover(&mut self, to: usize, timeout_ms: u64) {
+        let Some(from) = (0..self.nodes.len()).find(|&i| self.role_of(i) == Some(Role::Primary))
+        else {
+            return;
+        };
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!(
+                "{:>6} SWITCHOVER {} -> {}",
+                self.now, self.ids[from], self.ids[to]
+            );
+        }
+        let to = self.ids[to].clone();
+        self.feed(from, Event::SwitchoverRequested { to, timeout_ms });
+    }
+
+    pub fn heal(&mut self) {
+        if std::env::var_os("SIM_TRACE").is_some() {
+            eprintln!("{:>6} HEAL", self.now);
+        }
+        for row in &mut self.blocked {
+            row.iter_mut().for_each(|b| *b = false);
+        }
+    }
+
+    /// The watchdog beside the data node (§6.4.1): an elector silent for
+    /// longer than the lease (plus one probe) gets its data node fenced.
+    pub(super) fn watchdog(&mut self, i: usize) {
+        if !self.world.watchdog || self.frozen(i) {
+            return;
+        }
+        let Some(since) = self.nodes[i].elector_silent_since else {
+            return;
+        };
+        let bound = self.timings.lease_ms() + self.timings.hb_interval_ms;
+        if self.now.saturating_sub(since) > bound {
+            self.watchdog_clamp(i);
+        }
+    }
+
+    /// The clamp, as the elector's start-up applies it: no writes and no
+    /// upstream. A replica must stop acknowledging too: nobody vouches for
+    /// its primary any more (§6.2), and a stream it keeps following into a
+    /// later epoch would not be on its elector's disk. Tests call it directly
+    /// for a false alarm: a probe that failed although the elector runs (a
+    /// loaded host, a slow loopback).
+    pub fn watchdog_clamp(&mut self, i: usize) {
+        let d = &mut self.nodes[i].data;
+        if d.up && d.applied != DataNodeTarget::Isolated {
+            d.applied = DataNodeTarget::Isolated;
+            d.link_up = false;
+            self.trace(i, "WATCHDOG CLAMP");
+        }
+    }
+}
