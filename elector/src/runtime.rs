@@ -249,10 +249,15 @@ pub async fn run(
             Some(request) = switch_rx.recv() => shell.start_switchover(&core, request, clock.now()),
             _ = tokio::time::sleep(sleep_for) => Event::Tick,
         };
-        loop_beat.beat();
         let now = clock.now();
         let output = core.handle(now, event);
         shell.execute(&core, output, now);
+        // The pulse carries the lease's end: the watchdog fences by it if
+        // this process goes quiet before then (§6.4.1).
+        let writable_for = core
+            .writable_until()
+            .map(|until| Duration::from_millis(until.saturating_sub(now)));
+        loop_beat.beat(writable_for);
         status_tx.send_replace(shell.book.snapshot(&core, &config, &shell.metrics, now));
         let view = status_view::cluster_view(&core, &config);
         view_tx.send_if_modified(|v| {

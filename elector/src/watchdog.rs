@@ -31,11 +31,31 @@ pub enum Verdict {
     Fence,
 }
 
-/// The pure part: when to fence, given when the elector last answered.
+/// One probe of the elector's `/healthz`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// No answer in time, or a stalled loop (`503`).
+    Silent,
+    /// The elector answers; its data node may stay writable until then
+    /// (its lease's end, measured from when the probe was sent), or not at
+    /// all.
+    Answered { writable_until: Option<Instant> },
+}
+
+/// The pure part: when to fence, given the elector's answers.
+///
+/// Two rules (protocol §6.4.1): an elector silent for longer than a lease
+/// gets its data node fenced (a replica must stop acknowledging, nobody
+/// vouches for its primary any more); and a primary's data node is fenced
+/// at the end of the lease the elector last reported, if no answer has
+/// moved it since. The second matters when a primary is cut off from its
+/// quorum and then freezes: counted from the freeze, a lease of silence
+/// could outlast its real lease, and the majority's successor with it.
 #[derive(Debug, Clone)]
 pub struct DeadManSwitch {
     lease: Duration,
     last_answer: Instant,
+    writable_until: Option<Instant>,
     fenced: bool,
 }
 
@@ -44,33 +64,48 @@ impl DeadManSwitch {
         DeadManSwitch {
             lease,
             last_answer: now,
+            writable_until: None,
             fenced: false,
         }
     }
 
+    /// When to probe next: at the next tick, or at the reported end of the
+    /// lease if that comes first.
+    pub fn next_probe(&self, tick: Instant) -> Instant {
+        self.writable_until.filter(|u| *u < tick).unwrap_or(tick)
+    }
+
     /// Records one probe's outcome at `now`.
-    pub fn probe(&mut self, answered: bool, now: Instant) -> Verdict {
-        if answered {
+    pub fn probe(&mut self, probe: Probe, now: Instant) -> Verdict {
+        if let Probe::Answered { writable_until } = probe {
             if self.fenced {
                 tracing::info!(
                     "watchdog: the elector answers again; it decides the data node's state"
                 );
             }
             self.last_answer = now;
+            self.writable_until = writable_until;
             self.fenced = false;
             return Verdict::Healthy;
         }
-        if now.duration_since(self.last_answer) > self.lease {
-            if !self.fenced {
-                tracing::warn!(
-                    silent_ms = now.duration_since(self.last_answer).as_millis() as u64,
-                    "watchdog: the elector is silent for longer than the lease; fencing the data node"
-                );
-            }
-            self.fenced = true;
-            return Verdict::Fence;
+        let silent = now.duration_since(self.last_answer);
+        let lease_over = self.writable_until.is_some_and(|u| now >= u);
+        if lease_over {
+            // Used up: from now on the ordinary ticks re-fence while silent.
+            self.writable_until = None;
         }
-        Verdict::Healthy
+        if silent <= self.lease && !lease_over && !self.fenced {
+            return Verdict::Healthy;
+        }
+        if !self.fenced {
+            tracing::warn!(
+                silent_ms = silent.as_millis() as u64,
+                lease_over,
+                "watchdog: the elector is silent past its lease; fencing the data node"
+            );
+        }
+        self.fenced = true;
+        Verdict::Fence
     }
 }
 
@@ -119,17 +154,24 @@ pub async fn run(config: Config) {
 
 async fn watch<A: DataNodeAdapter>(mut node: A, url: String, lease: Duration, every: Duration) {
     let mut switch = DeadManSwitch::new(lease, Instant::now());
-    let agent = ureq::AgentBuilder::new()
-        .timeout(every.max(Duration::from_millis(100)))
-        .build();
-    let mut ticker = tokio::time::interval(every);
+    let timeout = every.max(Duration::from_millis(100));
+    let mut tick = Instant::now();
     loop {
-        ticker.tick().await;
-        let (a, u) = (agent.clone(), url.clone());
-        let answered = tokio::task::spawn_blocking(move || a.get(&u).call().is_ok())
-            .await
-            .unwrap_or(false);
-        if switch.probe(answered, Instant::now()) == Verdict::Fence {
+        tick += every;
+        let at = switch.next_probe(tick);
+        // At the lease's end the elector should answer at once: a short
+        // wait, so a frozen one is fenced within the fence margin.
+        let wait = if at < tick {
+            Duration::from_millis(50)
+        } else {
+            timeout
+        };
+        tokio::time::sleep_until(at.into()).await;
+        if at < tick {
+            tick = at;
+        }
+        let probe = probe_health(&url, wait).await;
+        if switch.probe(probe, Instant::now()) == Verdict::Fence {
             // The start-up clamp: no writes and no upstream. A replica
             // stops acknowledging too, since nobody vouches for its primary
             // any more (§6.2); the blind fence is the fallback when the
@@ -138,6 +180,30 @@ async fn watch<A: DataNodeAdapter>(mut node: A, url: String, lease: Duration, ev
                 tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
             }
         }
+    }
+}
+
+/// Asks the elector's `/healthz`; an answer carries how long its data node
+/// may stay writable, counted from when the question was sent.
+async fn probe_health(url: &str, timeout: Duration) -> Probe {
+    let agent = ureq::AgentBuilder::new().timeout(timeout).build();
+    let url = url.to_string();
+    let sent = Instant::now();
+    let answer = tokio::task::spawn_blocking(move || match agent.get(&url).call() {
+        Ok(resp) => Some(
+            resp.header(crate::api::WRITABLE_MS_HEADER)
+                .and_then(|ms| ms.parse::<u64>().ok())
+                .map(Duration::from_millis),
+        ),
+        Err(_) => None,
+    })
+    .await
+    .unwrap_or(None);
+    match answer {
+        Some(writable_for) => Probe::Answered {
+            writable_until: writable_for.map(|d| sent + d),
+        },
+        None => Probe::Silent,
     }
 }
 
@@ -209,30 +275,56 @@ mod tests {
         assert_eq!(node.calls, vec!["apply", "fence_blind"]);
     }
 
+    fn answered(until: Option<Instant>) -> Probe {
+        Probe::Answered {
+            writable_until: until,
+        }
+    }
+
     #[test]
     fn a_silent_elector_is_fenced_only_after_the_lease() {
         let start = Instant::now();
+        let ms = |n| start + Duration::from_millis(n);
         let mut s = DeadManSwitch::new(Duration::from_millis(500), start);
-        assert_eq!(
-            s.probe(false, start + Duration::from_millis(400)),
-            Verdict::Healthy
-        );
-        assert_eq!(
-            s.probe(false, start + Duration::from_millis(501)),
-            Verdict::Fence
-        );
-        assert_eq!(
-            s.probe(false, start + Duration::from_millis(900)),
-            Verdict::Fence
-        );
-        assert_eq!(
-            s.probe(true, start + Duration::from_millis(950)),
-            Verdict::Healthy
-        );
-        assert_eq!(
-            s.probe(false, start + Duration::from_millis(1200)),
-            Verdict::Healthy
-        );
+        assert_eq!(s.probe(Probe::Silent, ms(400)), Verdict::Healthy);
+        assert_eq!(s.probe(Probe::Silent, ms(501)), Verdict::Fence);
+        assert_eq!(s.probe(Probe::Silent, ms(900)), Verdict::Fence);
+        assert_eq!(s.probe(answered(None), ms(950)), Verdict::Healthy);
+        assert_eq!(s.probe(Probe::Silent, ms(1200)), Verdict::Healthy);
+    }
+
+    #[test]
+    fn a_primary_that_goes_quiet_is_fenced_when_its_reported_lease_ends() {
+        // §6.4.1: cut off from its quorum at 0 (lease reported to end at
+        // 300), frozen at 200: fenced at 300, not at 200 + a lease.
+        let start = Instant::now();
+        let ms = |n| start + Duration::from_millis(n);
+        let mut s = DeadManSwitch::new(Duration::from_millis(500), start);
+        assert_eq!(s.probe(answered(Some(ms(300))), ms(200)), Verdict::Healthy);
+        assert_eq!(s.next_probe(ms(400)), ms(300));
+        assert_eq!(s.probe(Probe::Silent, ms(299)), Verdict::Healthy);
+        assert_eq!(s.probe(Probe::Silent, ms(300)), Verdict::Fence);
+        // Then at the ordinary ticks, fenced again while it stays silent.
+        assert_eq!(s.next_probe(ms(400)), ms(400));
+        assert_eq!(s.probe(Probe::Silent, ms(400)), Verdict::Fence);
+        assert_eq!(s.probe(answered(None), ms(450)), Verdict::Healthy);
+    }
+
+    #[test]
+    fn a_primary_that_keeps_answering_moves_its_deadline_and_is_never_fenced() {
+        let start = Instant::now();
+        let ms = |n| start + Duration::from_millis(n);
+        let mut s = DeadManSwitch::new(Duration::from_millis(500), start);
+        for t in (0..3_000).step_by(100) {
+            assert_eq!(
+                s.probe(answered(Some(ms(t + 300))), ms(t)),
+                Verdict::Healthy
+            );
+            assert_eq!(s.next_probe(ms(t + 100)), ms(t + 100));
+        }
+        // A replica (no lease) that answers is never fenced either.
+        assert_eq!(s.probe(answered(None), ms(3_000)), Verdict::Healthy);
+        assert_eq!(s.probe(Probe::Silent, ms(3_400)), Verdict::Healthy);
     }
 
     #[test]

@@ -59,23 +59,38 @@ pub struct ApiState {
 
 /// The protocol loop's pulse. The loop wakes at least once per heartbeat
 /// interval, so a pulse older than `stall_after` means it is stuck.
+/// With each pulse the loop also says until when its data node may stay
+/// writable (the lease it holds, §6.2); `/healthz` passes that on so the
+/// watchdog can fence at the lease's end if the elector goes quiet first.
 #[derive(Debug)]
 pub struct LoopBeat {
-    last: std::sync::Mutex<std::time::Instant>,
+    last: std::sync::Mutex<(std::time::Instant, Option<std::time::Instant>)>,
     stall_after: Duration,
 }
+
+/// The header of a `/healthz` answer that carries how long the data node
+/// may stay writable, in milliseconds (absent while it may not).
+pub const WRITABLE_MS_HEADER: &str = "elector-writable-ms";
 
 impl LoopBeat {
     pub fn new(stall_after: Duration) -> Self {
         LoopBeat {
-            last: std::sync::Mutex::new(std::time::Instant::now()),
+            last: std::sync::Mutex::new((std::time::Instant::now(), None)),
             stall_after,
         }
     }
 
-    /// Called by the protocol loop on every turn.
-    pub fn beat(&self) {
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    /// Called by the protocol loop on every turn, with how much longer its
+    /// data node may stay writable.
+    pub fn beat(&self, writable_for: Option<Duration>) {
+        let now = std::time::Instant::now();
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = (now, writable_for.map(|d| now + d));
+    }
+
+    /// How much longer the data node may stay writable, as of now.
+    pub fn writable_for(&self) -> Option<Duration> {
+        let (_, until) = *self.last.lock().unwrap_or_else(|e| e.into_inner());
+        until.map(|u| u.saturating_duration_since(std::time::Instant::now()))
     }
 
     /// How long the loop has been silent, if longer than the bound.
@@ -84,6 +99,7 @@ impl LoopBeat {
             .last
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .0
             .elapsed();
         (age > self.stall_after).then_some(age)
     }
@@ -188,7 +204,15 @@ fn current(state: &ApiState) -> StatusSnapshot {
 
 async fn healthz(State(state): State<ApiState>) -> Response {
     match state.loop_beat.stalled_for() {
-        None => (StatusCode::OK, "ok\n").into_response(),
+        None => match state.loop_beat.writable_for() {
+            Some(left) => (
+                StatusCode::OK,
+                [(WRITABLE_MS_HEADER, left.as_millis().to_string())],
+                "ok\n",
+            )
+                .into_response(),
+            None => (StatusCode::OK, "ok\n").into_response(),
+        },
         Some(age) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("protocol loop stalled for {} ms\n", age.as_millis()),
@@ -375,6 +399,7 @@ mod tests {
         status: watch::Sender<StatusSnapshot>,
         metrics: Arc<Metrics>,
         requests: mpsc::Receiver<SwitchoverRequest>,
+        loop_beat: Arc<LoopBeat>,
         _stop: oneshot::Sender<()>,
     }
 
@@ -411,12 +436,13 @@ mod tests {
         let metrics = Arc::new(Metrics::new());
         let (sw_tx, requests) = mpsc::channel(1);
         let (stop, stopped) = oneshot::channel::<()>();
+        let loop_beat = Arc::new(LoopBeat::new(Duration::from_secs(60)));
         let state = ApiState {
             status: status_rx,
             metrics: Arc::clone(&metrics),
             switchover: sw_tx,
             request_auth,
-            loop_beat: Arc::new(LoopBeat::new(Duration::from_secs(60))),
+            loop_beat: Arc::clone(&loop_beat),
         };
         tokio::spawn(serve(listener, state, async {
             let _ = stopped.await;
@@ -426,8 +452,20 @@ mod tests {
             status,
             metrics,
             requests,
+            loop_beat,
             _stop: stop,
         }
+    }
+
+    /// The writable-time header of a `/healthz` answer, if any.
+    async fn writable_header(url: &str) -> Option<String> {
+        let url = url.to_string();
+        tokio::task::spawn_blocking(move || {
+            let r = ureq::get(&url).call().expect("healthz answers");
+            r.header(WRITABLE_MS_HEADER).map(str::to_string)
+        })
+        .await
+        .expect("join")
     }
 
     /// A real HTTP request through ureq, off the async runtime.
@@ -478,8 +516,23 @@ mod tests {
         assert_eq!(beat.stalled_for(), None);
         std::thread::sleep(Duration::from_millis(40));
         assert!(beat.stalled_for().is_some());
-        beat.beat();
+        beat.beat(None);
         assert_eq!(beat.stalled_for(), None);
+    }
+
+    #[tokio::test]
+    async fn healthz_says_how_long_the_data_node_may_stay_writable() {
+        // §6.4.1: the watchdog fences by it if the elector goes quiet first.
+        let h = start().await;
+        h.loop_beat.beat(Some(Duration::from_secs(5)));
+        let resp = writable_header(&format!("http://{}/healthz", h.addr)).await;
+        let left: u64 = resp.expect("the writable header").parse().unwrap();
+        assert!((4_000..=5_000).contains(&left), "{left}");
+        h.loop_beat.beat(None);
+        assert_eq!(
+            writable_header(&format!("http://{}/healthz", h.addr)).await,
+            None
+        );
     }
 
     #[tokio::test]

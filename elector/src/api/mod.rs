@@ -18,5 +18,5 @@ pub mod status;
 
 pub use http::{
     router, serve, ApiState, LoopBeat, SwitchoverBody, SwitchoverError, SwitchoverRequest,
-    DEFAULT_SWITCHOVER_TIMEOUT_MS, MAX_SWITCHOVER_TIMEOUT_MS,
+    DEFAULT_SWITCHOVER_TIMEOUT_MS, MAX_SWITCHOVER_TIMEOUT_MS, WRITABLE_MS_HEADER,
 };

@@ -3,7 +3,7 @@
 
 use super::output::Fence;
 use super::role::{RoleState, Switchover};
-use super::types::{Notice, Reason, SwitchoverFailure};
+use super::types::{Millis, Notice, Reason, SwitchoverFailure};
 use super::Core;
 use crate::protocol::{Message, NodeId};
 
@@ -18,16 +18,8 @@ impl Core {
         if self.cfg.faults.no_lease_fencing {
             return;
         }
-        let me = self.cfg.node_id.as_str();
-        let lease = self.cfg.timings.lease_ms();
         let (now, epoch) = (self.now, self.state.epoch);
-        let supporters = self
-            .peers
-            .iter()
-            .filter_map(|v| v.last_hb.as_ref())
-            .filter(|hb| hb.epoch == epoch && hb.primary.as_deref() == Some(me) && hb.echo > 0)
-            .filter(|hb| hb.echo.saturating_add(lease) > now)
-            .count();
+        let supporters = self.lease_ends().filter(|end| *end > now).count();
         let held = self.quorum().is_reached(1 + supporters);
         let Some(l) = self.role.leadership_mut() else {
             return;
@@ -54,6 +46,35 @@ impl Core {
         } else if held {
             l.lease_held_once = true;
         }
+    }
+
+    /// When each peer's latest echo of our stamps stops counting for the
+    /// lease (§6.2): echo + lease, for the peers that echo us in our epoch.
+    fn lease_ends(&self) -> impl Iterator<Item = Millis> + '_ {
+        let me = self.cfg.node_id.as_str();
+        let (lease, epoch) = (self.cfg.timings.lease_ms(), self.state.epoch);
+        self.peers
+            .iter()
+            .filter_map(|v| v.last_hb.as_ref())
+            .filter(move |hb| hb.epoch == epoch && hb.primary.as_deref() == Some(me) && hb.echo > 0)
+            .map(move |hb| hb.echo.saturating_add(lease))
+    }
+
+    /// Until when, on this node's clock, the data node may stay writable
+    /// without hearing more echoes: the moment the lease this primary holds
+    /// ends (§6.2). `None` while the data node's target is not writable, or
+    /// in a one-member cluster, which has no lease. The watchdog fences by
+    /// it when the elector goes silent before that moment (§6.4.1): a
+    /// primary cut off from its quorum and then frozen must not stay
+    /// writable for a whole lease after the freeze.
+    pub fn writable_until(&self) -> Option<Millis> {
+        if !self.target.current.writable() || self.cfg.faults.no_lease_fencing {
+            return None;
+        }
+        let needed = self.quorum().size().checked_sub(1).filter(|n| *n > 0)?;
+        let mut ends: Vec<Millis> = self.lease_ends().collect();
+        ends.sort_unstable_by(|a, b| b.cmp(a));
+        ends.get(needed - 1).copied()
     }
 
     /// A primary whose data node has been unreachable for `down_after` gives

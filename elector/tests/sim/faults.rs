@@ -2,7 +2,7 @@
 //! nodes, the elector alone, the data node alone, the disk, the fence, and
 //! the watchdog's answer to a silent elector.
 
-use super::{Sim, Timings};
+use super::{Millis, Sim, Timings};
 use elector::core::{DataNodeTarget, Event};
 use elector::net::fingerprint::Fingerprint;
 use elector::protocol::Role;
@@ -168,10 +168,24 @@ impl Sim {
             return;
         }
         let Some(since) = self.nodes[i].elector_silent_since else {
+            if !self.world.watchdog_knows_lease {
+                return;
+            }
+            // The elector answers its probe: with the end of its lease, on
+            // the real clock (the watchdog measures from its own probe).
+            let rate = self.nodes[i].clock_rate;
+            self.nodes[i].watchdog_deadline = self.nodes[i]
+                .core
+                .as_ref()
+                .and_then(|c| c.writable_until())
+                .map(|u| (u as f64 / rate) as Millis);
             return;
         };
         let bound = self.timings.lease_ms() + self.timings.hb_interval_ms;
-        if self.now.saturating_sub(since) > bound {
+        let lease_over = self.nodes[i]
+            .watchdog_deadline
+            .is_some_and(|u| self.now >= u);
+        if self.now.saturating_sub(since) > bound || lease_over {
             self.watchdog_clamp(i);
         }
     }

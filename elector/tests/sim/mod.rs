@@ -102,6 +102,9 @@ pub struct SimNode {
     /// Since when the elector has not answered (dead or stopped): what the
     /// watchdog measures.
     pub elector_silent_since: Option<Millis>,
+    /// The end of the lease the elector last reported to its watchdog
+    /// (real time), which fences by it if the elector goes quiet (§6.4.1).
+    pub watchdog_deadline: Option<Millis>,
     /// This node's clock rate relative to real time.
     pub clock_rate: f64,
     /// The last target the elector issued, with the data-node generation it
@@ -191,6 +194,7 @@ impl Sim {
                 disk_free_at: 0,
                 disk_broken_until: 0,
                 elector_silent_since: None,
+                watchdog_deadline: None,
                 clock_rate,
                 last_target: None,
                 driver: None,

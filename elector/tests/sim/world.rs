@@ -36,6 +36,9 @@ pub struct World {
     pub clock_drift: f64,
     /// The data node's dead-man switch (watchdog process, §6.4.1).
     pub watchdog: bool,
+    /// The watchdog fences at the end of the lease the elector last
+    /// reported (§6.4.1). Off only to show what that rule prevents.
+    pub watchdog_knows_lease: bool,
     /// A fence margin other than the one that covers `fence_ms` (for
     /// proving that a too-small margin is caught).
     pub margin_override: Option<u64>,
@@ -58,6 +61,7 @@ impl World {
             fence_ms: (1, [30, 30, 500][rng.gen_range(0..3)]),
             clock_drift: [0.0, 0.01][rng.gen_range(0..2)],
             watchdog: true,
+            watchdog_knows_lease: true,
             margin_override: None,
             fingerprint_check: true,
         }

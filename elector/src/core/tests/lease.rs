@@ -46,3 +46,18 @@ fn a_primary_whose_echoes_stop_fences_itself_when_the_lease_ends() {
         }
     )));
 }
+
+#[test]
+fn a_writable_primary_reports_when_its_lease_ends() {
+    // §6.2, §6.4.1: the watchdog fences by this when the elector goes quiet.
+    let mut n = writable_primary();
+    // n2 echoed stamp 402: the lease (700 ms) ends at 1102.
+    assert_eq!(n.core.writable_until(), Some(402 + 700));
+    n.handle(600, heartbeat("n2", 1, Some("n1"), 590));
+    assert_eq!(n.core.writable_until(), Some(590 + 700));
+    // A replica, or a fenced primary, reports none.
+    assert_eq!(node("n2").core.writable_until(), None);
+    n.handle(590 + 700, Event::Tick);
+    assert!(n.core.fenced());
+    assert_eq!(n.core.writable_until(), None);
+}
