@@ -478,7 +478,7 @@ impl Config {
                 .iter()
                 .map(|p| Member {
                     id: p.id.clone(),
-                    data_addr: p.data.clone(),
+                    data_addr: Some(p.data.clone()),
                 })
                 .collect(),
             timings: self.timings(),
@@ -533,7 +533,7 @@ peers:
             (200, 5000, 3000)
         );
         assert_eq!((t.backoff_min_ms, t.backoff_max_ms), (1000, 5000));
-        assert_eq!(loaded.config.core_config(1).quorum(), 2);
+        assert_eq!(loaded.config.core_config(1).quorum().size(), 2);
     }
 
     #[test]

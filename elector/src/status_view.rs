@@ -137,7 +137,7 @@ impl StatusBook {
             epoch: core.epoch(),
             primary: core.primary().map(str::to_string),
             fenced: core.fenced(),
-            quorum: core.config().quorum(),
+            quorum: core.config().quorum().size(),
             cluster_size: config.peers.len(),
             data_node: DataNodeStatus {
                 kind: self.data_kind.to_string(),
@@ -210,7 +210,7 @@ pub fn cluster_view(core: &Core, config: &Config) -> ClusterView {
         primary,
         replicas,
         sentinels: Vec::new(),
-        quorum: core.config().quorum(),
+        quorum: core.config().quorum().size(),
         down_after_ms: config.timings.down_after_ms,
     }
 }

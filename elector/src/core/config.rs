@@ -1,5 +1,6 @@
 //! The core's view of configuration: ids, membership, timings, eligibility.
 
+use super::quorum::Quorum;
 use crate::protocol::NodeId;
 
 /// Protocol timings in milliseconds (protocol §7; defaults from the seed).
@@ -87,8 +88,15 @@ impl Timings {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
     pub id: NodeId,
-    /// Data-node client address peers replicate from and clients are told.
-    pub data_addr: String,
+    /// Data-node client address peers replicate from and clients are told;
+    /// `None` for a witness, which has no data node (protocol §4.5).
+    pub data_addr: Option<String>,
+}
+
+impl Member {
+    pub fn is_witness(&self) -> bool {
+        self.data_addr.is_none()
+    }
 }
 
 /// Deliberate protocol violations, compiled into `elector-faulty` only, so the
@@ -118,15 +126,56 @@ pub struct CoreConfig {
 }
 
 impl CoreConfig {
-    pub fn quorum(&self) -> usize {
-        self.members.len() / 2 + 1
+    /// The majority of every member, witnesses included (§6.1).
+    pub fn quorum(&self) -> Quorum {
+        Quorum::of(self.members.len())
     }
 
     pub fn data_addr_of(&self, id: &str) -> Option<&str> {
         self.members
             .iter()
             .find(|m| m.id == id)
-            .map(|m| m.data_addr.as_str())
+            .and_then(|m| m.data_addr.as_deref())
+    }
+
+    pub fn is_witness(&self, id: &str) -> bool {
+        self.members.iter().any(|m| m.id == id && m.is_witness())
+    }
+
+    /// This node is a witness: it votes and echoes, never stands, and has
+    /// no data node (§4.5).
+    pub fn i_am_witness(&self) -> bool {
+        self.is_witness(&self.node_id)
+    }
+
+    pub fn witnesses(&self) -> usize {
+        self.members.iter().filter(|m| m.is_witness()).count()
+    }
+
+    pub fn data_members(&self) -> usize {
+        self.members.len() - self.witnesses()
+    }
+
+    /// The data promise (§4.5): how many data replicas must hold a write
+    /// (`WAIT` this many) for every primary a quorum can elect to hold it.
+    /// An election set of `q` members contains at least `max(1, q − w)` data
+    /// nodes (the candidate at least), and those must meet the replicas that
+    /// acknowledged: `k + max(1, q − w) > d − 1`. Without witnesses this is
+    /// `n − q`, at most the usual `quorum − 1`.
+    pub fn data_promise(&self) -> usize {
+        let q = self.quorum().size();
+        let in_election = q.saturating_sub(self.witnesses()).max(1);
+        self.data_members().saturating_sub(in_election)
+    }
+
+    /// How many data replicas the data node's own dead-man switch (Redis
+    /// `min-replicas-to-write`, §6.4.1) may demand: those a primary that
+    /// holds its lease has even when every witness supports it,
+    /// `max(0, q − 1 − w)`. More would fence a legitimate primary (a healthy
+    /// 2+1 cluster whose only replica is down keeps its lease by the
+    /// witness); without witnesses this is the usual `quorum − 1`.
+    pub fn dead_man_replicas(&self) -> usize {
+        (self.quorum().size() - 1).saturating_sub(self.witnesses())
     }
 
     pub fn is_member(&self, id: &str) -> bool {
@@ -139,5 +188,52 @@ impl CoreConfig {
             .iter()
             .map(|m| m.id.as_str())
             .filter(move |id| *id != self.node_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(data: usize, witnesses: usize) -> CoreConfig {
+        let members = (0..data + witnesses)
+            .map(|i| Member {
+                id: format!("n{}", i + 1),
+                data_addr: (i < data).then(|| format!("n{}:6379", i + 1)),
+            })
+            .collect();
+        CoreConfig {
+            node_id: "n1".into(),
+            members,
+            timings: Timings::default(),
+            priority: 100,
+            max_lag: 0,
+            seed: 0,
+            faults: Faults::default(),
+        }
+    }
+
+    #[test]
+    fn the_data_promise_and_the_dead_man_switch_count_data_replicas_only() {
+        // §4.5: (data, witnesses) -> (quorum, WAIT, min-replicas-to-write)
+        let table = [
+            ((3, 0), (2, 1, 1)),
+            ((5, 0), (3, 2, 2)),
+            ((4, 0), (3, 1, 2)),
+            ((2, 1), (2, 1, 0)),
+            ((3, 2), (3, 2, 0)),
+            ((4, 1), (3, 2, 1)),
+            ((2, 2), (3, 1, 0)),
+            ((2, 3), (3, 1, 0)),
+        ];
+        for ((d, w), (q, wait, switch)) in table {
+            let c = cluster(d, w);
+            assert_eq!(
+                (c.quorum().size(), c.data_promise(), c.dead_man_replicas()),
+                (q, wait, switch),
+                "{d} data nodes + {w} witnesses"
+            );
+            assert!(c.data_promise() < d, "{d}+{w}: more replicas than exist");
+        }
     }
 }

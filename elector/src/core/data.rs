@@ -171,8 +171,12 @@ impl Core {
         }
     }
 
-    /// Recomputes what the data node should be and emits a change.
+    /// Recomputes what the data node should be and emits a change. A
+    /// witness has no data node and issues nothing (§4.5).
     pub(super) fn sync_data_target(&mut self) {
+        if self.cfg.i_am_witness() {
+            return;
+        }
         let target = self.wanted_target();
         if target == self.target.current && !std::mem::take(&mut self.target.reissue) {
             return;

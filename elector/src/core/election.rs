@@ -9,10 +9,15 @@ use crate::protocol::{Message, NodeId, RejectReason, Role};
 use rand::Rng;
 
 impl Core {
-    /// Whether this node may stand right now (protocol §6.5): priority above
-    /// zero, a reachable data node, and not too far behind.
+    /// Whether this node may stand right now (protocol §6.5): a data member
+    /// (a witness never stands, §4.5), priority above zero, a reachable data
+    /// node, and not too far behind.
     pub(super) fn eligible(&self) -> bool {
-        if self.cfg.priority == 0 || !self.data.obs.reachable || self.data.down_since.is_some() {
+        if self.cfg.i_am_witness()
+            || self.cfg.priority == 0
+            || !self.data.obs.reachable
+            || self.data.down_since.is_some()
+        {
             return false;
         }
         self.lag().is_none_or(|lag| lag <= self.cfg.max_lag)

@@ -243,7 +243,7 @@ impl Core {
     }
     /// The cluster's majority (§6.1).
     pub fn quorum(&self) -> Quorum {
-        Quorum::of(self.cfg.members.len())
+        self.cfg.quorum()
     }
 
     /// The timers and gates that decide whether this node stands or votes,

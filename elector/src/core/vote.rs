@@ -41,8 +41,18 @@ impl Core {
     }
 
     /// The verdict on an offer for `epoch` from a candidate at `position`.
-    fn judge_offer(&mut self, epoch: u64, position: (u64, u64)) -> Result<(), RejectReason> {
+    fn judge_offer(
+        &mut self,
+        epoch: u64,
+        candidate: &str,
+        position: (u64, u64),
+    ) -> Result<(), RejectReason> {
         let known = self.state.epoch.max(self.state.voted_epoch);
+        if self.cfg.is_witness(candidate) {
+            // A witness never stands (§4.5); an offer in its name is a bug
+            // or a lie, and it has no data to be primary with.
+            return Err(RejectReason::CandidateBehind);
+        }
         let twice = self.cfg.faults.accept_twice_per_epoch
             && epoch == self.state.voted_epoch
             && epoch > self.state.epoch;
@@ -54,6 +64,8 @@ impl Core {
             })
         } else if self.primary_fresh_for_voting() {
             Err(RejectReason::PrimaryAlive)
+        } else if self.cfg.i_am_witness() {
+            self.witness_judges(position)
         } else if self.data.obs.offset.is_none() || !self.data_settled_after_sync() {
             Err(RejectReason::OwnOffsetUnknown)
         } else if position < self.voting_position() {
@@ -61,6 +73,54 @@ impl Core {
         } else {
             Ok(())
         }
+    }
+
+    /// A witness has no data of its own to compare (§4.5): it judges the
+    /// candidate by what it last heard from the data nodes. It never helps
+    /// elect a candidate behind a data node it hears (alive, eligible, not
+    /// the primary: the peers a candidate defers to, §4.2), nor one further
+    /// behind the epoch's primary, as last heard, than `max_lag_bytes`.
+    /// The refusal is `candidate_behind` on the wire; the log says which.
+    fn witness_judges(&self, position: (u64, u64)) -> Result<(), RejectReason> {
+        let down = self.cfg.timings.down_after_ms;
+        let ahead = self.peers.iter_named().find(|(id, view)| {
+            let Some(hb) = view.last_hb.as_ref() else {
+                return false;
+            };
+            !self.cfg.is_witness(id)
+                && view.alive(self.now, down)
+                && hb.eligible
+                && hb.role != crate::protocol::Role::Primary
+                && (hb.data_epoch, hb.offset) > position
+        });
+        if let Some((id, _)) = ahead {
+            tracing::info!(
+                ahead = id,
+                ?position,
+                "witness: the candidate is behind a data node it hears"
+            );
+            return Err(RejectReason::CandidateBehind);
+        }
+        let primary = self.primary.id.as_deref().and_then(|p| {
+            let hb = self.peers.get(p)?.last_hb.as_ref()?;
+            (hb.epoch == self.state.epoch).then_some((hb.data_epoch, hb.offset))
+        });
+        if let Some((stream, offset)) = primary {
+            let lag = match position.0.cmp(&stream) {
+                std::cmp::Ordering::Less => u64::MAX,
+                std::cmp::Ordering::Equal => offset.saturating_sub(position.1),
+                std::cmp::Ordering::Greater => 0,
+            };
+            if lag > self.cfg.max_lag {
+                tracing::info!(
+                    lag,
+                    max_lag = self.cfg.max_lag,
+                    "witness: the candidate lags the primary it replaces too far"
+                );
+                return Err(RejectReason::CandidateBehind);
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn on_offer(
@@ -75,7 +135,7 @@ impl Core {
             return;
         }
         let known = self.state.epoch.max(self.state.voted_epoch);
-        match self.judge_offer(epoch, position) {
+        match self.judge_offer(epoch, &candidate, position) {
             Ok(()) => self.vote_for(epoch, candidate),
             Err(reason) => {
                 tracing::debug!(epoch, %candidate, reason = reason.as_str(), "refused offer");

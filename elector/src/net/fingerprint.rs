@@ -33,15 +33,29 @@ pub struct Fingerprint {
 }
 
 impl Fingerprint {
+    /// A membership of data members only (no witnesses).
     pub fn new<'a>(member_ids: impl IntoIterator<Item = &'a str>, t: &Timings) -> Self {
-        let mut ids: Vec<&str> = member_ids.into_iter().collect();
-        ids.sort_unstable();
-        ids.dedup();
+        Fingerprint::of(member_ids.into_iter().map(|id| (id, false)), t)
+    }
+
+    /// A membership given as `(id, is_witness)`: who is a witness is part of
+    /// it (§4.5), since a witness counts for the quorum but not for the data
+    /// promise. A membership without witnesses hashes exactly as before
+    /// witnesses existed, so a rolling upgrade keeps its fingerprint.
+    pub fn of<'a>(members: impl IntoIterator<Item = (&'a str, bool)>, t: &Timings) -> Self {
+        let mut members: Vec<(&str, bool)> = members.into_iter().collect();
+        members.sort_unstable();
+        members.dedup();
         let mut h = Sha256::new();
-        for id in ids {
-            // Length-prefixed, so ["ab","c"] and ["a","bc"] differ.
-            h.update((id.len() as u32).to_be_bytes());
+        for (id, witness) in members {
+            // Length-prefixed, so ["ab","c"] and ["a","bc"] differ; a
+            // witness's record carries a NUL (never in a valid id) after it.
+            let len = id.len() + usize::from(witness);
+            h.update((len as u32).to_be_bytes());
             h.update(id.as_bytes());
+            if witness {
+                h.update([0u8]);
+            }
         }
         let digest = h.finalize();
         let members = crate::net::auth::hex_encode(&digest[..8]);
@@ -109,6 +123,19 @@ impl fmt::Display for Fingerprint {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn who_is_a_witness_is_part_of_the_fingerprint_and_data_only_clusters_hash_as_before() {
+        // §3.7, §4.5
+        let t = Timings::default();
+        let plain = Fingerprint::new(["n1", "n2", "n3"], &t);
+        let same = Fingerprint::of([("n1", false), ("n2", false), ("n3", false)], &t);
+        let witness = Fingerprint::of([("n1", false), ("n2", false), ("n3", true)], &t);
+        let other_witness = Fingerprint::of([("n1", true), ("n2", false), ("n3", false)], &t);
+        assert_eq!(plain, same);
+        assert_ne!(plain.members, witness.members);
+        assert_ne!(witness.members, other_witness.members);
+    }
 
     fn timings(down_after_ms: u64) -> Timings {
         Timings {

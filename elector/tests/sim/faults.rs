@@ -4,7 +4,6 @@
 
 use super::{Millis, Sim, Timings};
 use elector::core::{DataNodeTarget, Event};
-use elector::net::fingerprint::Fingerprint;
 use elector::protocol::Role;
 
 impl Sim {
@@ -16,7 +15,7 @@ impl Sim {
             &format!("RECONFIGURE down_after={}", timings.down_after_ms),
         );
         self.nodes[i].timings_override = Some(timings);
-        self.nodes[i].fingerprint = Fingerprint::new(self.ids.iter().map(String::as_str), &timings);
+        self.nodes[i].fingerprint = self.fingerprint(&timings, self.data_members());
         self.nodes[i].core = None;
         self.boot(i);
     }
@@ -53,7 +52,7 @@ impl Sim {
                 self.nodes[i].data.log.len()
             );
         }
-        if !self.nodes[i].data.up {
+        if !self.nodes[i].data.up && !self.nodes[i].witness {
             // A data node comes back with its (persisted) log, read-only with
             // its last configured upstream, as kevy/Redis do with AOF.
             let d = &mut self.nodes[i].data;
@@ -99,6 +98,9 @@ impl Sim {
     /// (AOF) or empty, under a running elector: as its config starts it,
     /// a read-only replica of nowhere. The adapter sees a new process.
     pub fn restart_data(&mut self, i: usize, lose_data: bool) {
+        if self.nodes[i].witness {
+            return;
+        }
         self.trace(i, &format!("DATA RESTART lose_data={lose_data}"));
         let d = &mut self.nodes[i].data;
         if lose_data {
@@ -164,7 +166,7 @@ impl Sim {
     /// The watchdog beside the data node (§6.4.1): an elector silent for
     /// longer than the lease (plus one probe) gets its data node fenced.
     pub(super) fn watchdog(&mut self, i: usize) {
-        if !self.world.watchdog || self.frozen(i) {
+        if !self.world.watchdog || self.frozen(i) || self.nodes[i].witness {
             return;
         }
         let Some(since) = self.nodes[i].elector_silent_since else {

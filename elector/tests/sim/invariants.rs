@@ -225,7 +225,7 @@ impl Invariants {
             .filter(|&i| {
                 let n = &nodes[i];
                 n.core.is_some()
-                    && n.data.up
+                    && (n.witness || n.data.up)
                     && n.paused_until.is_none_or(|u| now >= u)
                     && now >= n.disk_broken_until
             })
@@ -250,7 +250,8 @@ impl Invariants {
                 best = group;
             }
         }
-        if best.len() < quorum {
+        // Only a group with a data node can have a primary (§4.5).
+        if best.len() < quorum || best.iter().all(|&i| nodes[i].witness) {
             self.healthy_since = None;
             return;
         }

@@ -86,6 +86,8 @@ impl Ord for Queued {
 }
 
 pub struct SimNode {
+    /// A witness: an elector with no data node (§4.5).
+    pub witness: bool,
     pub core: Option<Core>,
     pub disk: PersistedState,
     pub incarnation: u64,
@@ -130,6 +132,8 @@ pub struct SimNode {
 }
 
 pub struct Sim {
+    /// Members `0..data` have a data node; the rest are witnesses.
+    data: usize,
     pub seed: u64,
     pub now: Millis,
     pub rng: StdRng,
@@ -147,6 +151,9 @@ pub struct Sim {
     pub inv: Invariants,
     pub faults: Faults,
     pub events_handled: u64,
+    /// Count a write acknowledged at this many replica copies instead of
+    /// the cluster's data promise (only to show the promise is needed).
+    pub ack_copies_override: Option<usize>,
     /// The next node to become primary finds its disk broken at once: its
     /// first persist as primary (the stream epoch) fails (finding 2).
     pub break_disk_on_promotion: Option<u64>,
@@ -154,6 +161,18 @@ pub struct Sim {
 
 impl Sim {
     pub fn new(seed: u64, n: usize, world: World, faults: Faults) -> Sim {
+        Sim::with_witnesses(seed, n, 0, world, faults)
+    }
+
+    /// `data` data members then `witnesses` witnesses (no data node, §4.5).
+    pub fn with_witnesses(
+        seed: u64,
+        data: usize,
+        witnesses: usize,
+        world: World,
+        faults: Faults,
+    ) -> Sim {
+        let n = data + witnesses;
         let ids: Vec<String> = (1..=n).map(|i| format!("n{i}")).collect();
         let timings = sim_timings(&world);
         let mut sim = Sim {
@@ -173,9 +192,11 @@ impl Sim {
             faults,
             events_handled: 0,
             break_disk_on_promotion: None,
+            ack_copies_override: None,
             ids,
+            data,
         };
-        let fingerprint = Fingerprint::new(sim.ids.iter().map(String::as_str), &timings);
+        let fingerprint = sim.fingerprint(&timings, data);
         for i in 0..n {
             let drift = sim.world.clock_drift;
             let clock_rate = if drift > 0.0 {
@@ -183,14 +204,18 @@ impl Sim {
             } else {
                 1.0
             };
+            let witness = i >= data;
+            let mut data_node = DataNode::new();
+            data_node.up = !witness;
             sim.nodes.push(SimNode {
+                witness,
                 core: None,
                 disk: PersistedState::default(),
                 incarnation: 0,
                 tick_generation: 0,
                 paused_until: None,
                 pause_data_too: true,
-                data: DataNode::new(),
+                data: data_node,
                 disk_free_at: 0,
                 disk_broken_until: 0,
                 elector_silent_since: None,
@@ -220,6 +245,23 @@ impl Sim {
     }
 
     /// The node that believes it is primary, if exactly one does.
+    /// The `HELLO` fingerprint of this membership with `timings` (§3.7):
+    /// the first `data` ids are data members, the rest witnesses.
+    fn fingerprint(&self, timings: &Timings, data: usize) -> Fingerprint {
+        let members = self
+            .ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i >= data));
+        Fingerprint::of(members, timings)
+    }
+
+    /// How many members have a data node (the first ones; the rest are
+    /// witnesses).
+    pub fn data_members(&self) -> usize {
+        self.data
+    }
+
     pub fn primary(&self) -> Option<usize> {
         let p: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.role_of(i) == Some(Role::Primary))
@@ -233,9 +275,10 @@ impl Sim {
             members: self
                 .ids
                 .iter()
-                .map(|id| Member {
+                .enumerate()
+                .map(|(k, id)| Member {
                     id: id.clone(),
-                    data_addr: format!("{id}:6379"),
+                    data_addr: (k < self.data).then(|| format!("{id}:6379")),
                 })
                 .collect(),
             timings: self.timings_of(i),
@@ -284,7 +327,7 @@ impl Sim {
         self.nodes[i].elector_silent_since = None;
         // The adapter lives in the elector process: a new one starts
         // afresh (generations, applied targets, demotions).
-        self.nodes[i].driver = Some(Driver::new("sim"));
+        self.nodes[i].driver = (!self.nodes[i].witness).then(|| Driver::new("sim"));
         self.nodes[i].target_changed = false;
         self.nodes[i].last_target = None;
         self.execute(i, output);

@@ -53,7 +53,11 @@ impl Sim {
                 });
             }
         }
-        let quorum = n / 2 + 1;
+        // Like `WAIT k` with the cluster's data promise (§4.5): without
+        // witnesses, quorum − 1 replicas.
+        let promise = self
+            .ack_copies_override
+            .unwrap_or_else(|| self.config(0).data_promise());
         let now = self.now;
         let nodes = &self.nodes;
         let mut acked = Vec::new();
@@ -71,7 +75,7 @@ impl Sim {
                 })
                 .filter(|&j| nodes[j].data.holds(w.index, w.chain))
                 .count();
-            if copies + 1 >= quorum {
+            if copies >= promise.max(1) {
                 acked.push(AckedWrite {
                     write_id: w.write_id,
                     index: w.index,

@@ -9,6 +9,7 @@ mod durability;
 mod lease;
 mod switchover;
 mod vote;
+mod witness;
 
 use super::*;
 
@@ -28,7 +29,7 @@ pub(super) fn config(me: &str) -> CoreConfig {
             .iter()
             .map(|id| Member {
                 id: id.to_string(),
-                data_addr: format!("{id}:6379"),
+                data_addr: Some(format!("{id}:6379")),
             })
             .collect(),
         timings: T,
