@@ -27,7 +27,9 @@ pub struct Config {
     pub priority: u32,
     #[serde(default = "default_max_lag")]
     pub max_lag_bytes: u64,
-    pub data_node: DataNodeConfig,
+    /// This node's data node; absent on a witness (protocol §4.5).
+    #[serde(default)]
+    pub data_node: Option<DataNodeConfig>,
     pub peers: Vec<PeerConfig>,
     #[serde(default)]
     pub timings: TimingsConfig,
@@ -94,9 +96,15 @@ pub struct DataNodeConfig {
 pub struct PeerConfig {
     pub id: String,
     pub election: String,
-    pub data: String,
+    /// Its data node's client address; absent on a witness.
+    #[serde(default)]
+    pub data: Option<String>,
     #[serde(default)]
     pub api: Option<String>,
+    /// A member with no data node that votes and echoes but never stands
+    /// (protocol §4.5).
+    #[serde(default)]
+    pub witness: bool,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize)]
@@ -295,11 +303,20 @@ impl Config {
                     p.id, p.election
                 ));
             }
-            if !valid_address(&p.data) {
-                errors.push(format!(
-                    "peer {}: data address {:?} is not host:port",
-                    p.id, p.data
-                ));
+            match (&p.data, p.witness) {
+                (Some(data), false) if !valid_address(data) => errors.push(format!(
+                    "peer {}: data address {data:?} is not host:port",
+                    p.id
+                )),
+                (None, false) => errors.push(format!(
+                    "peer {}: data is missing (only a witness has no data node)",
+                    p.id
+                )),
+                (Some(_), true) => errors.push(format!(
+                    "peer {}: a witness has no data node; remove its data address",
+                    p.id
+                )),
+                _ => {}
             }
             if let Some(api) = &p.api {
                 if !valid_address(api) {
@@ -355,12 +372,7 @@ impl Config {
                 errors.push(format!("listen.sentinel {s:?} is not host:port or :port"));
             }
         }
-        if !valid_address(&self.data_node.address) {
-            errors.push(format!(
-                "data_node.address {:?} is not host:port",
-                self.data_node.address
-            ));
-        }
+        self.check_witnesses(&mut errors);
         let t = &self.timings;
         if t.hb_interval_ms == 0 {
             errors.push("timings.hb_interval_ms must be above 0".into());
@@ -460,6 +472,42 @@ impl Config {
         }
     }
 
+    /// This node is a witness (its own peer entry says so).
+    pub fn is_witness(&self) -> bool {
+        self.peer(&self.node_id).is_some_and(|p| p.witness)
+    }
+
+    /// The data node and the witnesses (protocol §4.5): a witness has no
+    /// data node, every other member needs one, and a cluster with
+    /// witnesses needs two data members at least (one would have nobody to
+    /// fail over to).
+    fn check_witnesses(&self, errors: &mut Vec<String>) {
+        match (&self.data_node, self.is_witness()) {
+            (Some(dn), false) if !valid_address(&dn.address) => errors.push(format!(
+                "data_node.address {:?} is not host:port",
+                dn.address
+            )),
+            (None, false) => errors.push(
+                "data_node is missing (only a witness, `witness: true` on its peer entry, runs without one)"
+                    .into(),
+            ),
+            (Some(_), true) => errors.push(
+                "this node is a witness (witness: true on its peer entry): remove data_node".into(),
+            ),
+            _ => {}
+        }
+        let core = self.core_config(0);
+        let (data, witnesses) = (core.data_members(), core.witnesses());
+        if witnesses == 0 {
+            return;
+        }
+        if data < 2 {
+            errors.push(format!(
+                "{data} data node(s) and {witnesses} witness(es): a cluster with witnesses needs at least two data nodes, or there is nobody to fail over to (protocol §4.5)"
+            ));
+        }
+    }
+
     pub fn faults(&self) -> Faults {
         let has = |f: &str| self.unsafe_test_faults.iter().any(|x| x == f);
         Faults {
@@ -478,7 +526,7 @@ impl Config {
                 .iter()
                 .map(|p| Member {
                     id: p.id.clone(),
-                    data_addr: Some(p.data.clone()),
+                    data_addr: p.data.clone(),
                 })
                 .collect(),
             timings: self.timings(),

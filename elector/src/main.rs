@@ -97,11 +97,16 @@ fn main() -> ExitCode {
                 for w in &loaded.warnings {
                     eprintln!("warning: {w}");
                 }
+                let core = loaded.config.core_config(0);
+                let members = match core.witnesses() {
+                    0 => format!("{} nodes", core.members.len()),
+                    w => format!("{} data nodes + {w} witness(es)", core.data_members()),
+                };
                 println!(
-                    "{}: ok ({} nodes, quorum {})",
+                    "{}: ok ({members}, quorum {}, acknowledge writes with WAIT {})",
                     file.display(),
-                    loaded.config.peers.len(),
-                    loaded.config.peers.len() / 2 + 1
+                    core.quorum().size(),
+                    core.data_promise(),
                 );
                 ExitCode::SUCCESS
             }

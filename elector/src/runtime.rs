@@ -8,11 +8,11 @@ use crate::api::metrics::Metrics;
 use crate::api::request_auth::RequestVerifier;
 use crate::api::sentinel;
 use crate::api::{self, ApiState, LoopBeat, SwitchoverError, SwitchoverRequest};
-use crate::config::{Config, DataNodeKind};
+use crate::config::Config;
 use crate::core::{
     Action, Core, DataNodeTarget, Event, Fence, Gate, Notice, Output, Reason, SwitchoverFailure,
 };
-use crate::datanode::{self, DataNodeReport, KevyNode, RedisNode};
+use crate::datanode::{self, AnyNode, DataNodeReport};
 use crate::hooks::{HookEvent, HookKind, HookRunner};
 use crate::net::auth::{unix_ms_now, AuthConfigError, Authenticator};
 use crate::net::fingerprint::Fingerprint;
@@ -106,28 +106,12 @@ pub async fn run(
     let (target_tx, target_rx) = watch::channel((0u64, 0u64, DataNodeTarget::Isolated));
     let (report_tx, mut report_rx) = mpsc::channel::<DataNodeReport>(16);
     let poll = Duration::from_millis(config.timings.data_poll_ms);
-    let dn = &config.data_node;
-    match dn.kind {
-        DataNodeKind::Kevy => {
-            let node = KevyNode::new(
-                &dn.address,
-                dn.password.as_deref(),
-                dn.replication_port_offset,
-            )
-            .with_abort_stale_connects(dn.abort_stale_connects)
-            .with_ack_nudge(dn.ack_nudge);
+    // A witness has no data node (§4.5): no adapter, nothing to report.
+    match AnyNode::from_config(&config) {
+        Some(node) => {
             tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
         }
-        DataNodeKind::Redis => {
-            // The data node's own dead-man switch (protocol §6.4.1): an
-            // unfenced primary needs quorum − 1 replicas that acknowledged
-            // within about a lease; replicas detach from a primary they no
-            // longer vouch for, so it stops taking writes on its own.
-            let write_quorum = (config.peers.len() / 2) as u64;
-            let max_lag_s = config.timings().lease_ms() / 1000;
-            let node = RedisNode::new(&dn.address, dn.password.as_deref(), write_quorum, max_lag_s);
-            tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
-        }
+        None => tracing::info!("witness: no data node to drive"),
     }
 
     let (persist_tx, persist_rx) = mpsc::unbounded_channel();
@@ -141,8 +125,8 @@ pub async fn run(
         .filter(|p| p.id != config.node_id)
         .map(|p| (p.id.clone(), p.election.clone()))
         .collect();
-    let fingerprint = Fingerprint::new(
-        config.peers.iter().map(|p| p.id.as_str()),
+    let fingerprint = Fingerprint::of(
+        config.peers.iter().map(|p| (p.id.as_str(), p.witness)),
         &config.timings(),
     );
     tracing::info!(%fingerprint, "configuration fingerprint (members and lease timings)");
@@ -282,24 +266,9 @@ pub async fn run(
 /// The blind fence of a clean stop, on a connection of its own.
 async fn fence_on_stop(config: &Config) -> Result<(), datanode::DataNodeError> {
     use datanode::DataNodeAdapter;
-    let dn = &config.data_node;
-    match dn.kind {
-        DataNodeKind::Kevy => {
-            KevyNode::new(
-                &dn.address,
-                dn.password.as_deref(),
-                dn.replication_port_offset,
-            )
-            .with_abort_stale_connects(dn.abort_stale_connects)
-            .fence_blind()
-            .await
-        }
-        DataNodeKind::Redis => {
-            let write_quorum = (config.peers.len() / 2) as u64;
-            RedisNode::new(&dn.address, dn.password.as_deref(), write_quorum, 1)
-                .fence_blind()
-                .await
-        }
+    match AnyNode::from_config(config) {
+        Some(mut node) => node.fence_blind().await,
+        None => Ok(()),
     }
 }
 

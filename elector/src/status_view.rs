@@ -31,7 +31,10 @@ impl StatusBook {
             transitions: VecDeque::new(),
             switchover: None,
             report: None,
-            data_kind: config.data_node.kind.as_str(),
+            data_kind: config
+                .data_node
+                .as_ref()
+                .map_or("none", |dn| dn.kind.as_str()),
         }
     }
 
@@ -141,7 +144,11 @@ impl StatusBook {
             cluster_size: config.peers.len(),
             data_node: DataNodeStatus {
                 kind: self.data_kind.to_string(),
-                address: config.data_node.address.clone(),
+                address: config
+                    .data_node
+                    .as_ref()
+                    .map(|dn| dn.address.clone())
+                    .unwrap_or_default(),
                 reachable: obs.reachable,
                 role: info.map(|i| i.role.clone()),
                 offset: obs.offset,
@@ -191,17 +198,18 @@ pub fn cluster_view(core: &Core, config: &Config) -> ClusterView {
     let primary_id = core.primary();
     let primary = primary_id
         .and_then(|id| config.peer(id))
-        .map(|p| node_addr(&p.id, &p.data));
+        .and_then(|p| Some(node_addr(&p.id, p.data.as_deref()?)));
+    // Witnesses have no data node: never a replica clients are sent to.
     let replicas = config
         .peers
         .iter()
         .filter(|p| Some(p.id.as_str()) != primary_id)
-        .map(|p| {
+        .filter_map(|p| {
             let up = p.id == config.node_id
                 || core
                     .peer_views()
                     .any(|(id, v)| id == p.id && core.peer_alive(v));
-            (node_addr(&p.id, &p.data), up)
+            Some((node_addr(&p.id, p.data.as_deref()?), up))
         })
         .collect();
     ClusterView {

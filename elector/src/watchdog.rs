@@ -17,9 +17,9 @@
 //! writes once fewer than quorum − 1 replicas acknowledge it (its
 //! replicas' electors detach them from a primary they no longer hear).
 
-use crate::config::{Config, DataNodeKind};
+use crate::config::Config;
 use crate::core::DataNodeTarget;
-use crate::datanode::{DataNodeAdapter, DataNodeError, KevyNode, RedisNode};
+use crate::datanode::{AnyNode, DataNodeAdapter, DataNodeError};
 use std::time::{Duration, Instant};
 
 /// What the watchdog decides after each probe.
@@ -128,26 +128,10 @@ pub async fn run(config: Config) {
     let every = Duration::from_millis(t.hb_interval_ms);
     let url = health_url(&config.listen.api);
     tracing::info!(%url, lease_ms = t.lease_ms(), "watchdog: watching the elector");
-    let dn = &config.data_node;
-    let write_quorum = (config.peers.len() / 2) as u64;
-    match dn.kind {
-        DataNodeKind::Kevy => {
-            let node = KevyNode::new(
-                &dn.address,
-                dn.password.as_deref(),
-                dn.replication_port_offset,
-            )
-            .with_abort_stale_connects(dn.abort_stale_connects);
-            watch(node, url, lease, every).await
-        }
-        DataNodeKind::Redis => {
-            let node = RedisNode::new(
-                &dn.address,
-                dn.password.as_deref(),
-                write_quorum,
-                t.lease_ms() / 1000,
-            );
-            watch(node, url, lease, every).await
+    match AnyNode::from_config(&config) {
+        Some(node) => watch(node, url, lease, every).await,
+        None => {
+            tracing::info!("watchdog: this node is a witness: no data node to fence; nothing to do")
         }
     }
 }

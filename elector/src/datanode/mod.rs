@@ -5,12 +5,14 @@
 //! It runs in its own task: a data node that is down or slow delays only its
 //! own observations, never the protocol (every command has a timeout).
 
+mod any;
 pub mod driver;
 mod info;
 mod kevy;
 mod redis_node;
 pub mod stale_connect;
 
+pub use any::{write_quorum, AnyNode};
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
 pub use redis_node::RedisNode;

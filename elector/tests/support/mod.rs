@@ -27,6 +27,8 @@ pub const DEFAULT_TIMINGS: (&str, u64) = ("{}", 5000);
 
 pub struct NodeProcs {
     pub id: String,
+    /// A witness: an elector with no data node (protocol §4.5).
+    pub witness: bool,
     pub data_port: u16,
     pub api_port: u16,
     pub election_port: u16,
@@ -211,6 +213,22 @@ impl Cluster {
         Cluster::start_full(backend, n, timings, None, data_node_extra)
     }
 
+    /// `data` data nodes and electors, then `witnesses` electors with no
+    /// data node (protocol §4.5), with the short timings.
+    pub fn start_with_witnesses(backend: Backend, data: usize, witnesses: usize) -> Cluster {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match Cluster::try_start(backend, (data, witnesses), SHORT_TIMINGS, None, "") {
+                Ok(cluster) => return cluster,
+                Err(PortTaken(port)) if tries < 3 => {
+                    eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
+                }
+                Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
+            }
+        }
+    }
+
     /// Starts the cluster, again on fresh ports (3 tries) when a data node
     /// finds its port taken: the ports are checked free when chosen, but a
     /// process outside this test can still bind one before the node does.
@@ -224,7 +242,7 @@ impl Cluster {
         let mut tries = 0;
         loop {
             tries += 1;
-            match Cluster::try_start_full(backend, n, timings, nofile, data_node_extra) {
+            match Cluster::try_start(backend, (n, 0), timings, nofile, data_node_extra) {
                 Ok(cluster) => return cluster,
                 Err(PortTaken(port)) if tries < 3 => {
                     eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
@@ -234,13 +252,14 @@ impl Cluster {
         }
     }
 
-    fn try_start_full(
+    fn try_start(
         backend: Backend,
-        n: usize,
+        (data, witnesses): (usize, usize),
         timings: (&str, u64),
         nofile: Option<u32>,
         data_node_extra: &str,
     ) -> Result<Cluster, PortTaken> {
+        let n = data + witnesses;
         require(match backend {
             Backend::Kevy => "kevy",
             Backend::Redis => "redis-server",
@@ -250,6 +269,7 @@ impl Cluster {
             .map(|i| (i, data_port()))
             .map(|(i, data_port)| NodeProcs {
                 id: format!("n{i}"),
+                witness: i > data,
                 data_port,
                 api_port: companion_port(data_port, 1),
                 election_port: companion_port(data_port, 2),
@@ -262,32 +282,45 @@ impl Cluster {
             .collect();
         let peers: String = nodes
             .iter()
-            .map(|p| {
-                format!(
+            .map(|p| match p.witness {
+                false => format!(
                     "  - {{ id: {}, election: \"127.0.0.1:{}\", data: \"127.0.0.1:{}\", api: \"127.0.0.1:{}\" }}\n",
                     p.id, p.election_port, p.data_port, p.api_port
-                )
+                ),
+                true => format!(
+                    "  - {{ id: {}, election: \"127.0.0.1:{}\", api: \"127.0.0.1:{}\", witness: true }}\n",
+                    p.id, p.election_port, p.api_port
+                ),
             })
             .collect();
         for node in &mut nodes {
             std::fs::create_dir_all(node.dir.join("data")).unwrap();
+            let data_node = match node.witness {
+                true => String::new(),
+                false => format!(
+                    "data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\"{extra} }}\n",
+                    kind = if backend == Backend::Kevy {
+                        "kevy"
+                    } else {
+                        "redis"
+                    },
+                    d = node.data_port,
+                    extra = if data_node_extra.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {data_node_extra}")
+                    },
+                ),
+            };
             let yaml = format!(
                 "node_id: {id}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\", sentinel: \"127.0.0.1:{s}\" }}\n\
-                 data_dir: {dir}/elector\ndata_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\"{extra} }}\n\
-                 peers:\n{peers}timings: {t}\n",
+                 data_dir: {dir}/elector\n{data_node}peers:\n{peers}timings: {t}\n",
                 t = timings.0,
                 id = node.id,
                 e = node.election_port,
                 a = node.api_port,
                 s = node.sentinel_port,
                 dir = node.dir.display(),
-                kind = if backend == Backend::Kevy { "kevy" } else { "redis" },
-                d = node.data_port,
-                extra = if data_node_extra.is_empty() {
-                    String::new()
-                } else {
-                    format!(", {data_node_extra}")
-                },
             );
             std::fs::write(node.dir.join("elector.yaml"), yaml).unwrap();
         }
@@ -367,7 +400,9 @@ impl Cluster {
     }
 
     fn try_start_node(&mut self, i: usize) -> Result<(), PortTaken> {
-        self.start_data(i)?;
+        if !self.nodes[i].witness {
+            self.start_data(i)?;
+        }
         let node = &mut self.nodes[i];
         let log = std::fs::File::create(node.dir.join(format!("elector-{}.log", node.id))).unwrap();
         let mut cmd = match self.elector_nofile {
@@ -531,7 +566,8 @@ impl Cluster {
     /// while it still answers `-LOADING` to every command (a full snapshot
     /// follows each promotion), and a test's next command would get that.
     pub fn wait_replica_links(&self, primary: usize) {
-        for i in (0..self.nodes.len()).filter(|&i| i != primary) {
+        let data_nodes = (0..self.nodes.len()).filter(|&i| !self.nodes[i].witness);
+        for i in data_nodes.filter(|&i| i != primary) {
             wait_until(
                 Duration::from_secs(10),
                 || {

@@ -1,0 +1,99 @@
+//! One constructor for the data-node adapter: the runtime's adapter task,
+//! its clean-stop fence and the watchdog all build it here, from the same
+//! configuration, so they cannot disagree on the fence they apply.
+
+use super::{stale_connect, DataNodeAdapter, DataNodeError, KevyNode, RedisNode, ReplicationInfo};
+use crate::config::{Config, DataNodeKind};
+use crate::core::DataNodeTarget;
+
+/// The adapter of either backend (boxed: one lives per process, and the
+/// kevy adapter carries much more state than the Redis one).
+pub enum AnyNode {
+    Kevy(Box<KevyNode>),
+    Redis(Box<RedisNode>),
+}
+
+impl AnyNode {
+    /// This node's adapter, or `None` on a witness (no data node, §4.5).
+    pub fn from_config(config: &Config) -> Option<AnyNode> {
+        let dn = config.data_node.as_ref()?;
+        Some(match dn.kind {
+            DataNodeKind::Kevy => AnyNode::Kevy(Box::new(
+                KevyNode::new(
+                    &dn.address,
+                    dn.password.as_deref(),
+                    dn.replication_port_offset,
+                )
+                .with_abort_stale_connects(dn.abort_stale_connects)
+                .with_ack_nudge(dn.ack_nudge),
+            )),
+            DataNodeKind::Redis => AnyNode::Redis(Box::new(RedisNode::new(
+                &dn.address,
+                dn.password.as_deref(),
+                write_quorum(config),
+                config.timings().lease_ms() / 1000,
+            ))),
+        })
+    }
+}
+
+/// The data node's own dead-man switch (protocol §6.4.1, §4.5): an
+/// unfenced Redis primary refuses writes once fewer data replicas than this
+/// have acknowledged within about a lease (its replicas detach from a
+/// primary they no longer vouch for). Data replicas only: as many as a
+/// primary holding its lease has even when every witness supports it, so
+/// a legitimate primary is never fenced by it.
+pub fn write_quorum(config: &Config) -> u64 {
+    config.core_config(0).dead_man_replicas() as u64
+}
+
+impl DataNodeAdapter for AnyNode {
+    fn kind(&self) -> &'static str {
+        match self {
+            AnyNode::Kevy(n) => n.kind(),
+            AnyNode::Redis(n) => n.kind(),
+        }
+    }
+
+    async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
+        match self {
+            AnyNode::Kevy(n) => n.observe().await,
+            AnyNode::Redis(n) => n.observe().await,
+        }
+    }
+
+    async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {
+        match self {
+            AnyNode::Kevy(n) => n.apply(target).await,
+            AnyNode::Redis(n) => n.apply(target).await,
+        }
+    }
+
+    async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
+        match self {
+            AnyNode::Kevy(n) => n.fence_blind().await,
+            AnyNode::Redis(n) => n.fence_blind().await,
+        }
+    }
+
+    fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool {
+        match self {
+            AnyNode::Kevy(n) => n.satisfies(info, target),
+            AnyNode::Redis(n) => n.satisfies(info, target),
+        }
+    }
+
+    fn take_aborts(&mut self) -> stale_connect::AbortTally {
+        match self {
+            AnyNode::Kevy(n) => n.take_aborts(),
+            AnyNode::Redis(n) => n.take_aborts(),
+        }
+    }
+
+    fn take_ack_nudges(&mut self) -> u64 {
+        match self {
+            AnyNode::Kevy(n) => n.take_ack_nudges(),
+            AnyNode::Redis(n) => n.take_ack_nudges(),
+        }
+    }
+}
