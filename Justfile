@@ -14,7 +14,7 @@ default:
 images:
     @scripts/build-images.sh
 
-# install missing deps, start an N-node lab (N = 2, 3 or 5; backend = kevy or redis), wait for a primary, print the table
+# install missing deps, start a lab (N = 2, 3 or 5 nodes, or 2w: data nodes n1 n2 and the witness n3; backend = kevy or redis), wait for a primary, print the table
 lab-up N="3" backend="kevy":
     @scripts/lab-up.sh {{N}} {{backend}}
 
@@ -102,7 +102,7 @@ compose-check:
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     scripts/gen-compose.sh "$tmp" 2>/dev/null
     diff -ru "$tmp" compose/ || { echo "compose/ is stale: run just compose-gen" >&2; exit 1; }
-    for n in 2 3 5; do docker-compose -p elector-lab -f compose/lab-$n.yml config -q; done
+    for n in 2 3 5 2w; do docker-compose -p elector-lab -f compose/lab-$n.yml config -q; done
     echo "compose: ok"
 
 # Ansible rehearsal on N systemd containers: site.yml twice (2nd changes nothing), failover drill (crash, graceful), rolling upgrade

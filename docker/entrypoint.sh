@@ -28,6 +28,9 @@
 #                        keeps them as root)
 #   ELECTOR_NOFILE       open-file limit of the elector and watchdog (default 1024, as
 #                        on a host with systemd's default LimitNOFILE)
+#   WITNESSES            optional, comma-separated ids in PEERS that are witnesses
+#                        (docs/protocol.md §4.5): no data node, never primary. On a
+#                        witness node the entrypoint starts the elector alone.
 #   DATA_NODE_RESTART    0 (default): the container exits when the data node dies;
 #                        1: the entrypoint restarts the data node under the running
 #                        elector, as systemd's Restart= would (parts failing alone)
@@ -95,6 +98,9 @@ data_port_of() { # data_port_of ID
   echo "$DATA_PORT_BASE"
 }
 DATA_PORT="${DATA_PORT:-$(data_port_of "$NODE_ID")}"
+is_witness() { [[ ",${WITNESSES:-}," == *",$1,"* ]]; }
+WITNESS=0
+is_witness "$NODE_ID" && WITNESS=1
 
 mkdir -p "$CONF_DIR" "$STATE_DIR" "$DATA_ROOT/$BACKEND"
 # For `docker exec` scripts (conformance): this node's data port.
@@ -131,10 +137,12 @@ generate_config() {
     echo "  api: \":$API_PORT\""
     echo "  sentinel: \":$SENTINEL_PORT\""
     echo "data_dir: $STATE_DIR"
-    echo "data_node:"
-    echo "  kind: $BACKEND"
-    echo "  address: \"127.0.0.1:$DATA_PORT\""
-    [ "$BACKEND" = kevy ] && echo "  replication_port_offset: 10000"
+    if [ "$WITNESS" = 0 ]; then
+      echo "data_node:"
+      echo "  kind: $BACKEND"
+      echo "  address: \"127.0.0.1:$DATA_PORT\""
+      [ "$BACKEND" = kevy ] && echo "  replication_port_offset: 10000"
+    fi
     echo "peers:"
     IFS=',' read -r -a entries <<< "$PEERS"
     for entry in "${entries[@]}"; do
@@ -148,7 +156,11 @@ generate_config() {
       [ "$id" = "$NODE_ID" ] && seen_self=1
       echo "  - id: \"$id\""
       echo "    election: \"$host:$ELECTION_PORT\""
-      echo "    data: \"$host:$(data_port_of "$id")\""
+      if is_witness "$id"; then
+        echo "    witness: true"
+      else
+        echo "    data: \"$host:$(data_port_of "$id")\""
+      fi
       echo "    api: \"$host:$API_PORT\""
     done
     echo "timings:"
@@ -243,11 +255,20 @@ on_signal() {
 trap 'on_signal TERM' TERM
 trap 'on_signal INT' INT
 
-"start_$BACKEND"
+if [ "$WITNESS" = 1 ]; then
+  # A witness has no data node and so nothing for a watchdog to fence.
+  log "witness: no data node; running the elector alone"
+  WATCHDOG=0
+  [ "$ELECTOR_BIN" != none ] || die "ELECTOR_BIN=none on a witness leaves nothing to run"
+else
+  "start_$BACKEND"
+fi
 
 # Wait until the data node answers (and so is known fenced) before the elector starts.
 ready=0
+[ "$WITNESS" = 1 ] && ready=1
 for _ in $(seq 1 200); do
+  [ "$WITNESS" = 1 ] && break
   if ! kill -0 "$DATA_PID" 2>/dev/null; then
     wait "$DATA_PID" || true
     die "$BACKEND exited during start-up"
@@ -256,7 +277,7 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 [ "$ready" = 1 ] || { stop_all KILL; die "$BACKEND did not answer PING on :$DATA_PORT within 20 s"; }
-log "$BACKEND is up on :$DATA_PORT ($(redis-cli -p "$DATA_PORT" ROLE 2>/dev/null | head -1))"
+[ "$WITNESS" = 1 ] || log "$BACKEND is up on :$DATA_PORT ($(redis-cli -p "$DATA_PORT" ROLE 2>/dev/null | head -1))"
 
 if [ "$ELECTOR_BIN" != none ]; then
   [ -x "/usr/local/bin/$ELECTOR_BIN" ] || { stop_all KILL; die "/usr/local/bin/$ELECTOR_BIN is missing from the image"; }

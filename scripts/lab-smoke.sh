@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end lab check, as a new user would do it: for each "N backend" given (default:
-# "3 kevy" "5 kevy" "2 kevy" "3 redis"), `lab-up`, write through the primary, and (N >= 3)
+# "3 kevy" "5 kevy" "2 kevy" "3 redis"; N may be 2w: data nodes n1 n2, witness n3),
+# `lab-up`, write through the primary, and (N >= 3, or 2w)
 # SIGKILL the primary, wait for a new primary, check the write survived where kevy allows,
 # restart the old primary and check it rejoins as a replica; then `lab-down` and check
 # nothing is left. Prints timings. Exit 0 only if every step passed.
@@ -38,16 +39,19 @@ PY
 
 cd "$REPO"
 for spec in "${specs[@]}"; do
-  read -r n backend <<<"$spec"
-  log "=== $n nodes, $backend"
+  read -r lab backend <<<"$spec"
+  # 2w: three members, n3 a witness (no data node, never primary).
+  case "$lab" in 2w) n=3; witness=n3 ;; *) n=$lab; witness="" ;; esac
+  log "=== lab $lab, $backend"
   t0=$(now_ms)
-  "$LAB" up "$n" "$backend" || fail "lab-up $n $backend"
-  log "lab-up $n $backend: $(secs_since $t0) s"
+  "$LAB" up "$lab" "$backend" || fail "lab-up $lab $backend"
+  log "lab-up $lab $backend: $(secs_since $t0) s"
   p=$(primary "$n"); [ -n "$p" ] || fail "no primary after lab-up"
+  [ "$p" != "$witness" ] || fail "the witness $witness became primary"
   pi=${p#n}
   [ "$(redis-cli -p "600$pi" SET smoke "$spec")" = OK ] || fail "SET on primary $p (127.0.0.1:600$pi) failed"
   for i in $(seq 1 "$n"); do
-    [ "$i" = "$pi" ] && continue
+    [ "$i" = "$pi" ] || [ "n$i" = "$witness" ] && continue
     r=$(redis-cli -p "600$i" SET smoke x 2>&1 || true)
     [[ "$r" == READONLY* ]] || fail "replica n$i accepted a write or errored oddly: $r"
   done
@@ -61,6 +65,7 @@ for spec in "${specs[@]}"; do
       [ -n "$np" ] || sleep 0.2
     done
     log "killed $p -> new primary $np visible in /status after $(secs_since $tk) s"
+    [ "$np" != "$witness" ] || fail "the witness $witness became primary"
     "$LAB" status
     npi=${np#n}
     [ "$(redis-cli -p "600$npi" SET smoke2 ok)" = OK ] || fail "SET on new primary $np failed"
@@ -81,6 +86,6 @@ for spec in "${specs[@]}"; do
   "$LAB" down
   left=$(docker ps -aq --filter label=com.docker.compose.project=elector-lab; docker volume ls -q --filter label=com.docker.compose.project=elector-lab; docker network ls -q --filter label=com.docker.compose.project=elector-lab)
   [ -z "$left" ] || fail "lab-down left: $left"
-  log "=== $n nodes, $backend: ok"
+  log "=== lab $lab, $backend: ok"
 done
 log "all ok"

@@ -66,10 +66,22 @@ def elected(rows, n):
     return pid if len(agree) >= quorum else None
 
 
-def table(rows):
+def table(rows, witnesses=()):
     head = ["NODE", "CONTAINER", "ROLE", "EPOCH", "PRIMARY", "FENCED", "DATA NODE", "CLIENT", "CONNECT"]
     lines = []
     for i, cstate, st in rows:
+        node = "n{}".format(i)
+        if node in witnesses:
+            # A witness: an elector with no data node (docs/protocol.md §4.5).
+            if "_error" in st:
+                role, epoch, prim = "-", "-", "-"
+            else:
+                role = "witness ({})".format(st.get("role", "?"))
+                epoch = str(st.get("epoch", "?"))
+                prim = str(st.get("primary") or "-")
+            lines.append([node, cstate, role, epoch, prim, "-", "none (votes only)", "-",
+                          "curl 127.0.0.1:{}/status".format(API_BASE + i)])
+            continue
         if "_error" in st:
             role, epoch, prim, fenced, data = "-", "-", "-", "-", "(no API answer)"
         else:
@@ -96,7 +108,9 @@ def main():
     ap.add_argument("--n", type=int, required=True, help="number of lab nodes")
     ap.add_argument("--wait", type=float, default=0, help="seconds to wait for an elected primary")
     ap.add_argument("--json", action="store_true", help="print the raw /status documents")
+    ap.add_argument("--witnesses", default="", help="comma-separated witness ids (no data node)")
     a = ap.parse_args()
+    witnesses = tuple(w for w in a.witnesses.split(",") if w)
 
     if a.wait > 0:
         deadline = time.monotonic() + a.wait
@@ -108,7 +122,7 @@ def main():
                 print("lab: primary {} elected ({:.1f}s of waiting)".format(pid, time.monotonic() - start))
                 break
             if time.monotonic() >= deadline:
-                print(table(rows))
+                print(table(rows, witnesses))
                 print("lab: ERROR: no primary elected within {:.0f}s (see the table above and "
                       "`docker logs elector-lab-nI`)".format(a.wait), file=sys.stderr)
                 return 1
@@ -119,7 +133,7 @@ def main():
     if a.json:
         print(json.dumps({"n{}".format(i): st for i, _, st in rows}, indent=2))
     else:
-        print(table(rows))
+        print(table(rows, witnesses))
         if not a.wait:
             print("primary: {}".format(pid or "none elected (or no quorum agrees)"))
     return 0

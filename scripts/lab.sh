@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Drives the docker-compose labs (compose/lab-{2,3,5}.yml). Used by the Justfile:
+# Drives the docker-compose labs (compose/lab-{2,3,5,2w}.yml). Used by the Justfile:
 #   lab.sh up [N] [BACKEND]   build missing images, start, wait for an elected primary, print the table
+#                             (N = 2, 3, 5, or 2w: data nodes n1 and n2 and the witness n3)
 #   lab.sh down               remove the lab's containers, network and volumes (whatever N was)
 #   lab.sh status [--json]    the table
 #   lab.sh kill|start|pause|unpause|partition NODE      (NODE = n1 or 1)
@@ -36,21 +37,27 @@ lab_containers() { docker ps -a --filter "label=com.docker.compose.project=$PROJ
 
 compose() { docker-compose -p "$PROJECT" -f "$REPO/compose/lab-$LAB_N.yml" "$@"; }
 
+# The lab's node count and witnesses: 2w is 3 nodes, n3 a witness.
+lab_nodes() { case "$1" in 2w) echo 3 ;; *) echo "$1" ;; esac; }
+lab_witnesses() { case "$1" in 2w) echo n3 ;; *) echo "" ;; esac; }
+
 node_index() { # n1 | 1 -> 1
   local n="${1#n}"
   [[ "$n" =~ ^[1-9]$ ]] || die "NODE must look like n1 or 1, got '$1'"
   load_state
   [ -n "$LAB_N" ] || die "no lab is running (just lab-up)"
-  [ "$n" -le "$LAB_N" ] || die "node n$n is not in the running $LAB_N-node lab"
+  [ "$n" -le "$(lab_nodes "$LAB_N")" ] || die "node n$n is not in the running $LAB_N lab"
   echo "$n"
 }
 
-print_table() { python3 "$REPO/scripts/lab-status.py" --n "$LAB_N" "$@"; }
+print_table() {
+  python3 "$REPO/scripts/lab-status.py" --n "$(lab_nodes "$LAB_N")" --witnesses "$(lab_witnesses "$LAB_N")" "$@"
+}
 
 cmd_up() {
   local n="${1:-3}" backend="${2:-${BACKEND:-kevy}}" t0
   t0=$(date +%s)
-  case "$n" in 2|3|5) ;; *) die "N must be 2, 3 or 5 (compose/lab-N.yml), got '$n'";; esac
+  case "$n" in 2|3|5|2w) ;; *) die "N must be 2, 3, 5 or 2w (compose/lab-N.yml), got '$n'";; esac
   case "$backend" in kevy|redis) ;; *) die "backend must be kevy or redis, got '$backend'";; esac
   command -v python3 >/dev/null || die "python3 not found (scripts/install-deps.sh installs it)"
   local prefix="${LAB_SUBNET_PREFIX:-10.77.0}"
@@ -66,7 +73,7 @@ cmd_up() {
   printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\n' "$n" "$backend" "$prefix" > "$STATE"
   LAB_N=$n
   export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix" LAB_IMAGE="${NODE_IMAGE:-elector-node:latest}"
-  log "docker-compose up: $n nodes, backend $backend, network $prefix.0/24"
+  log "docker-compose up: $n$( [ -z "$(lab_witnesses "$n")" ] && echo " nodes" || echo ": data nodes n1 n2, witness $(lab_witnesses "$n")"), backend $backend, network $prefix.0/24"
   local out
   if ! out="$(compose up -d --remove-orphans 2>&1)"; then
     echo "$out" >&2
@@ -106,7 +113,11 @@ cmd_down() {
 cmd_status() {
   load_state
   [ -n "$LAB_N" ] || { [ -n "$(lab_containers)" ] && die "lab containers exist but .lab/state is missing: just lab-down"; die "no lab is running (just lab-up)"; }
-  echo "lab: $LAB_N nodes, backend $LAB_BACKEND"
+  if [ -n "$(lab_witnesses "$LAB_N")" ]; then
+    echo "lab: $(lab_nodes "$LAB_N") nodes, witness $(lab_witnesses "$LAB_N"), backend $LAB_BACKEND"
+  else
+    echo "lab: $LAB_N nodes, backend $LAB_BACKEND"
+  fi
   print_table "$@"
 }
 
@@ -125,7 +136,7 @@ cmd_partition() {
   i=$(node_index "$1"); c="$(container "$i")"
   load_state
   [ "$(docker inspect -f '{{.State.Running}}' "$c")" = true ] || die "n$i is not running"
-  for j in $(seq 1 "$LAB_N"); do [ "$j" = "$i" ] || ips+=("$LAB_PREFIX.1$j"); done
+  for j in $(seq 1 "$(lab_nodes "$LAB_N")"); do [ "$j" = "$i" ] || ips+=("$LAB_PREFIX.1$j"); done
   docker exec -i "$c" bash -s "$CHAIN" "${ips[@]}" <<'SH'
 set -euo pipefail
 chain=$1; shift
