@@ -44,6 +44,8 @@ pub struct ClusterConfig {
     /// Labels everything one process creates (`io.elector.conformance.session`).
     pub session: String,
     pub nodes: usize,
+    /// Ids of the witnesses (no data node, docs/protocol.md §4.5).
+    pub witnesses: Vec<String>,
     /// What runs in the containers (our elector with a backend, or a peer).
     pub target: TargetKind,
     pub timings: Timings,
@@ -57,6 +59,8 @@ pub struct ClusterConfig {
 
 pub struct Node {
     pub id: String,
+    /// A witness: an elector with no data node; nothing listens on its data port.
+    pub witness: bool,
     pub container_name: String,
     /// Host port (on 127.0.0.1) of the data node's client port.
     pub data_port: u16,
@@ -283,6 +287,7 @@ impl Cluster {
                 .with_env_var("BACKOFF_MIN_MS", t.backoff_min_ms.to_string())
                 .with_env_var("BACKOFF_MAX_MS", t.backoff_max_ms.to_string())
                 .with_env_var("RUST_LOG", "info")
+                .with_env_var("WITNESSES", cfg.witnesses.join(","))
                 .with_startup_timeout(Duration::from_secs(60))
                 .with_host_config_modifier(|hc: &mut HostConfig| {
                     // As the lab does (scripts/gen-compose.sh): forget a dead
@@ -317,12 +322,14 @@ impl Cluster {
             }
             let node_id = id.clone();
             let name = name.clone();
+            let witnesses = cfg.witnesses.clone();
             starts.push(async move {
                 let c = req
                     .start()
                     .await
                     .map_err(|e| Error::Cluster(format!("starting {name}: {e}")))?;
                 Ok::<_, Error>(Node {
+                    witness: witnesses.contains(&node_id),
                     id: node_id,
                     container_name: name,
                     data_port,
@@ -342,6 +349,11 @@ impl Cluster {
 
     pub fn ids(&self) -> Vec<String> {
         self.nodes.iter().map(|n| n.id.clone()).collect()
+    }
+
+    /// The nodes that have a data node (all but the witnesses).
+    pub fn data_nodes(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.iter().filter(|n| !n.witness)
     }
 
     pub fn node(&self, id: &str) -> Result<&Node> {

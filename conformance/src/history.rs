@@ -139,6 +139,9 @@ pub struct PartitionRecord {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct History {
     pub nodes: Vec<String>,
+    /// The nodes that are witnesses (no data node, docs/protocol.md §4.5).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub witnesses: Vec<String>,
     pub quorum: usize,
     pub timings: Timings,
     pub lease_ms: u64,

@@ -213,6 +213,7 @@ async fn async_main(cli: Cli) -> Result<()> {
                 run_id: session.clone(),
                 session,
                 nodes,
+                witnesses: Vec::new(),
                 target: TargetKind::for_backend(&backend)
                     .with_context(|| format!("backend {backend}: kevy or redis"))?,
                 timings: Default::default(),

@@ -16,6 +16,11 @@ pub struct Metrics {
     pub failover_ms: Option<Ms>,
     /// First primary-removing fault to the first sample showing another writable primary.
     pub election_ms: Option<Ms>,
+    /// First primary-removing fault to the first write another node answered OK,
+    /// acknowledged or not: the failover figure where no replica is left to
+    /// acknowledge (2 data nodes + a witness, docs/protocol.md §4.5).
+    #[serde(default)]
+    pub first_write_ms: Option<Ms>,
     /// Longest time without an acknowledged write while writers ran (from their first
     /// attempt to their stop).
     pub max_write_gap_ms: Option<Ms>,
@@ -41,6 +46,13 @@ pub fn compute(h: &History, checks: &[CheckResult]) -> Metrics {
             .writes
             .iter()
             .filter(|w| w.outcome == Outcome::Ok && w.node != old && w.complete_ms >= f.at_ms)
+            .map(|w| w.complete_ms - f.at_ms)
+            .min();
+        m.first_write_ms = h
+            .writes
+            .iter()
+            .filter(|w| matches!(w.outcome, Outcome::Ok | Outcome::NotAcked))
+            .filter(|w| w.node != old && w.complete_ms >= f.at_ms)
             .map(|w| w.complete_ms - f.at_ms)
             .min();
         m.election_ms = h

@@ -223,6 +223,9 @@ pub enum Step {
     /// (a message within 3 heartbeats), all agree on one primary, and every
     /// other data node is linked to it (issue 9: whole again after a heal).
     MeshRestoredWithin(Dur),
+    /// Fails if a writable primary appears within this long: a cluster that
+    /// must not elect (a witness refusing a lagging replica, §4.5).
+    NoPrimaryFor(Dur),
     Netem(NetemSpec),
     ClearNetem,
 }
@@ -267,6 +270,7 @@ impl Step {
             ),
             Step::Heal => "heal".into(),
             Step::MeshRestoredWithin(d) => format!("mesh_restored_within {d}"),
+            Step::NoPrimaryFor(d) => format!("no_primary_for {d}"),
             Step::Netem(n) => format!(
                 "netem {} delay {}ms jitter {}ms loss {}%",
                 n.targets.tokens().join(","),
@@ -419,6 +423,10 @@ pub struct Scenario {
     #[serde(default)]
     pub tags: Vec<String>,
     pub nodes: usize,
+    /// How many of the `nodes` are witnesses (the last ones): electors with no
+    /// data node that vote and never become primary (docs/protocol.md §4.5).
+    #[serde(default)]
+    pub witnesses: usize,
     /// Pins the backend (`kevy` | `redis`); otherwise the command line decides.
     #[serde(default)]
     pub backend: Option<String>,
@@ -454,7 +462,8 @@ impl Scenario {
                 Step::Sleep(d)
                 | Step::WaitPrimary(d)
                 | Step::WaitNewPrimary(d)
-                | Step::MeshRestoredWithin(d) => d.ms(),
+                | Step::MeshRestoredWithin(d)
+                | Step::NoPrimaryFor(d) => d.ms(),
                 Step::Pause(p) => p.duration.map_or(0, |d| d.ms()),
                 _ => 0,
             })
@@ -463,6 +472,29 @@ impl Scenario {
 
     pub fn quorum(&self) -> usize {
         self.nodes / 2 + 1
+    }
+
+    /// The witnesses' ids: the last `witnesses` nodes.
+    pub fn witness_ids(&self) -> Vec<String> {
+        (self.nodes - self.witnesses + 1..=self.nodes)
+            .map(|i| format!("n{i}"))
+            .collect()
+    }
+
+    pub fn is_witness(&self, id: &str) -> bool {
+        self.witness_ids().iter().any(|w| w == id)
+    }
+
+    /// How many replicas a write must reach (`WAIT` this many) to count as
+    /// acknowledged: `quorum − 1`, or with witnesses the cluster's data
+    /// promise `d − max(1, q − w)` (docs/protocol.md §4.5).
+    pub fn wait_replicas(&self) -> usize {
+        if self.witnesses == 0 {
+            return self.quorum() - 1;
+        }
+        let data = self.nodes - self.witnesses;
+        let in_election = self.quorum().saturating_sub(self.witnesses).max(1);
+        data.saturating_sub(in_election)
     }
 
     pub fn lease_ms(&self) -> u64 {
@@ -538,6 +570,9 @@ impl Scenario {
         if !(2..=7).contains(&self.nodes) {
             return Err(format!("nodes must be 2..=7, got {}", self.nodes));
         }
+        if self.witnesses > 0 && self.nodes - self.witnesses.min(self.nodes) < 2 {
+            return Err("witnesses: at least two nodes must have a data node".into());
+        }
         if let Some(b) = &self.backend {
             if b != "kevy" && b != "redis" {
                 return Err(format!("backend must be kevy or redis, got {b}"));
@@ -583,7 +618,8 @@ impl Scenario {
 /// Checks one symbolic target token against the topology.
 pub fn validate_token(tok: &str, nodes: usize) -> std::result::Result<(), String> {
     match tok {
-        "primary" | "old_primary" | "replica" | "replicas" | "others" | "down" | "all" => Ok(()),
+        "primary" | "old_primary" | "replica" | "replicas" | "others" | "down" | "all"
+        | "witness" => Ok(()),
         t if t.starts_with("replica") => match t["replica".len()..].parse::<usize>() {
             Ok(k) if k >= 1 && k < nodes => Ok(()),
             _ => Err(format!("unknown target {t:?}")),

@@ -130,6 +130,10 @@ pub async fn poll_node(
     let addrs = &rec.nodes[node];
     let at_ms = rec.now_ms();
     let (data, status) = match rec.discovery {
+        // A witness has no data node (docs/protocol.md §4.5): its elector only.
+        Discovery::ElectorStatus if addrs.data.is_empty() => {
+            (None, probe::get_status(&addrs.api, timeout).await)
+        }
         Discovery::ElectorStatus => {
             tokio::join!(
                 conn.info_replication(),
@@ -185,11 +189,12 @@ pub fn spawn_poller(rec: Arc<Recorder>, interval: Duration, max: Duration) -> Jo
     })
 }
 
-/// One writer: unique keys `w:<writer>:<n>`, SET then `WAIT quorum-1 <timeout>`.
+/// One writer: unique keys `w:<writer>:<n>`, SET then `WAIT k <timeout>` with
+/// `k` the scenario's [`crate::scenario::Scenario::wait_replicas`].
 pub fn spawn_writer(
     rec: Arc<Recorder>,
     writer: u32,
-    quorum: usize,
+    wait_replicas: usize,
     w: Workload,
     run_tag: String,
 ) -> JoinHandle<()> {
@@ -198,7 +203,7 @@ pub fn spawn_writer(
         let wait_budget = Duration::from_millis(w.wait_timeout_ms + w.op_timeout_ms);
         let mut conns: BTreeMap<String, DataConn> = BTreeMap::new();
         let deadline = Instant::now() + Duration::from_secs(w.max_duration_s);
-        let need = (quorum - 1) as i64;
+        let need = wait_replicas as i64;
         let mut n: u64 = 0;
         let mut idle_loops: u64 = 0;
         while n < w.max_ops_per_writer

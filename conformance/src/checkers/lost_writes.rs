@@ -131,7 +131,8 @@ pub fn replicas_converge(h: &History) -> CheckResult {
     let mut violations = vec![];
     let mut notes = vec![];
     for node in &h.nodes {
-        if Some(node) == h.final_primary.as_ref() {
+        // A witness has no data node to hold anything (docs/protocol.md §4.5).
+        if Some(node) == h.final_primary.as_ref() || h.witnesses.contains(node) {
             continue;
         }
         match missing_on(h, node) {

@@ -13,7 +13,10 @@ use serde::{Deserialize, Serialize};
 use crate::history::{History, Ms};
 use crate::scenario::Expect;
 
-pub use election::{majority_elects, minority_never_elects, n2_never_fails_over, primary_stable};
+pub use election::{
+    majority_elects, minority_never_elects, n2_never_fails_over, primary_stable,
+    witness_never_primary,
+};
 pub use epochs::{epochs_monotonic, one_primary_per_epoch};
 pub use lost_writes::{
     acknowledged_writes_survive, lost_count, lost_keys, replicas_converge, writes_acknowledged,
@@ -101,5 +104,6 @@ pub fn check_all(h: &History, expect: &Expect) -> Vec<CheckResult> {
         epochs_monotonic(h),
         one_primary_per_epoch(h),
         old_primary_follows(h),
+        witness_never_primary(h),
     ]
 }

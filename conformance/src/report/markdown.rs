@@ -89,6 +89,29 @@ pub fn summary_markdown(runs: &[RunResult]) -> String {
             }
         }
     }
+    let mut first_writes: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for r in runs
+        .iter()
+        .filter(|r| !r.expect_violation && r.expect_failover)
+    {
+        if let Some(f) = r.metrics.first_write_ms {
+            first_writes.entry(target_of(r)).or_default().push(f);
+        }
+    }
+    if !first_writes.is_empty() {
+        let _ = writeln!(
+            s,
+            "\n## First write on the new primary (fault to the first SET answered OK, \
+             acknowledged or not: the figure for clusters with no replica left)\n"
+        );
+        let _ = writeln!(s, "| target | runs | median ms | p95 ms |");
+        let _ = writeln!(s, "|---|---|---|---|");
+        for (b, v) in &first_writes {
+            if let Some((med, p95)) = median_p95(v) {
+                let _ = writeln!(s, "| {b} | {} | {med} | {p95} |", v.len());
+            }
+        }
+    }
     let skipped: Vec<(&RunResult, &super::StepLog)> = runs
         .iter()
         .flat_map(|r| r.not_applicable().into_iter().map(move |st| (r, st)))

@@ -142,9 +142,10 @@ pub fn write_run(dir: &Path, r: &RunResult, h: &History) -> Result<Vec<PathBuf>>
 pub fn log_run(r: &RunResult) {
     let verdict = if r.passed { "PASS" } else { "FAIL" };
     tracing::info!(
-        "{verdict} {} (failover {:?} ms, {} acked, {} lost, {} violations{})",
+        "{verdict} {} (failover {:?} ms, first write {:?} ms, {} acked, {} lost, {} violations{})",
         r.id(),
         r.metrics.failover_ms,
+        r.metrics.first_write_ms,
         r.metrics.acknowledged,
         r.metrics.lost_acknowledged,
         r.metrics.violations,

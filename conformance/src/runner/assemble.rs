@@ -65,6 +65,7 @@ pub fn empty_history(scn: &Scenario, target: &dyn Target) -> History {
     let extra_detection = detection.saturating_sub(scn.timings.down_after_ms);
     History {
         nodes: scn.node_ids(),
+        witnesses: scn.witness_ids(),
         quorum: scn.quorum(),
         timings: scn.timings.clone(),
         lease_ms: scn.lease_ms(),

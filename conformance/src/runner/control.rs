@@ -56,7 +56,7 @@ impl<'a> Run<'a> {
     /// Fresh view of the cluster: one poll of every node now.
     pub(super) async fn poll_all(&self) -> Vec<Sample> {
         let t = Duration::from_millis(400);
-        let futs = self.cluster.nodes.iter().map(|n| {
+        let futs = self.cluster.data_nodes().map(|n| {
             let rec = self.rec.clone();
             let id = n.id.clone();
             let addr = n.data_addr();
@@ -151,11 +151,12 @@ impl<'a> Run<'a> {
         }
     }
 
+    /// The data nodes other than `primary` (witnesses are no replicas).
     pub(super) fn replicas_of(&self, primary: Option<&str>) -> Vec<String> {
         let mut r: Vec<String> = self
             .cluster
-            .ids()
-            .into_iter()
+            .data_nodes()
+            .map(|n| n.id.clone())
             .filter(|n| Some(n.as_str()) != primary)
             .collect();
         if !r.is_empty() {
@@ -195,6 +196,7 @@ impl<'a> Run<'a> {
                     .ok_or_else(|| Error::Target("old_primary (unknown)".into()))?],
                 "replicas" => self.replicas_of(primary.as_deref()),
                 "all" => self.cluster.ids(),
+                "witness" => self.scn.witness_ids(),
                 "down" => self.down.iter().cloned().collect(),
                 "others" => self
                     .cluster

@@ -141,7 +141,7 @@ impl Run<'_> {
             .collect();
         let mut reads = BTreeMap::new();
         let mut errors = BTreeMap::new();
-        for n in &self.cluster.nodes {
+        for n in self.cluster.data_nodes() {
             let mut attempt = 0;
             loop {
                 attempt += 1;

@@ -58,6 +58,7 @@ pub async fn run_scenario(
         run_id: format!("{}-{run_no:02}", opts.session),
         session: opts.session.clone(),
         nodes: scn.nodes,
+        witnesses: scn.witness_ids(),
         target: target_kind,
         timings: scn.timings.clone(),
         elector_bin: result.elector_bin.clone(),
@@ -78,8 +79,9 @@ pub async fn run_scenario(
         .nodes
         .iter()
         .map(|n| {
+            // A witness has no data node: nothing to poll or read there.
             let addrs = NodeAddrs {
-                data: n.data_addr(),
+                data: if n.witness { String::new() } else { n.data_addr() },
                 api: n.api_addr(),
             };
             (n.id.clone(), addrs)

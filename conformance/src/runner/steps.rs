@@ -68,7 +68,7 @@ impl Run<'_> {
                     self.workers.push(workload::spawn_writer(
                         self.rec.clone(),
                         i,
-                        self.scn.quorum(),
+                        self.scn.wait_replicas(),
                         w.clone(),
                         tag.clone(),
                     ));
@@ -356,6 +356,23 @@ impl Run<'_> {
                     &label,
                     format!("not whole within {} ms: {last}", bound.as_millis()),
                 ))
+            }
+            Step::NoPrimaryFor(window) => {
+                let window = window.as_duration();
+                let start = tokio::time::Instant::now();
+                while start.elapsed() <= window {
+                    if let Some(p) = self.primary_now().await {
+                        return Err(step_err(
+                            &label,
+                            format!(
+                                "{p} became a writable primary {} ms into the window",
+                                start.elapsed().as_millis()
+                            ),
+                        ));
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Ok(format!("no primary for {} ms", window.as_millis()))
             }
             Step::Netem(n) => {
                 let targets = self.resolve(&n.targets.tokens(), &none).await?;
