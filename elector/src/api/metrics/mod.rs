@@ -1,21 +1,34 @@
-//! Counters and the Prometheus text exposition behind `GET /metrics`.
+//! Counters and the Prometheus exposition behind `GET /metrics`.
 //!
-//! A handful of plain atomics and small label maps is all an elector needs;
-//! the `prometheus` crate would add a registry, macros and a dependency tree
-//! for no gain. Gauges are not stored here at all: they are derived from the
-//! current [`StatusSnapshot`] at scrape time, so `/metrics` and `/status` can
-//! never disagree.
+//! Storage and exposition are the maintained `prometheus-client` crate's
+//! (escaping, `# HELP`/`# TYPE`, the text format 0.0.4 the endpoint has always
+//! served). The families live in two places, each a list a reader can scan:
+//! [`families::Counters`], one field per counter family, kept for the life of
+//! the process; and [`status_gauges`], gauges read from the current
+//! [`StatusSnapshot`] at scrape time, so `/metrics` and `/status` can never
+//! disagree. Each scrape builds a small [`Registry`] with the `node` label,
+//! registers the gauges and handles on the counters, and encodes it.
 //!
-//! Counter updates take a short mutex only for labelled series; they are
-//! called from the runtime loop at message rate (a few hundred per second at
-//! most), far below where contention would matter.
+//! Counter updates are atomic adds (labelled ones take the family's read lock
+//! after the first time a label is seen); they are called from the runtime
+//! loop at message rate (a few hundred per second at most), far below where
+//! contention would matter.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+mod families;
+mod status_gauges;
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
-use super::status::{Role, StatusSnapshot};
+use prometheus_client::encoding::prometheus_text;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+
+use self::families::{ByHook, ByReason, ByType, Counters};
+use super::status::{StatusSnapshot, TRANSITION_REASONS};
 
 /// Rejection reasons that always appear (as 0) so alerts can be written
 /// against series that exist before the first rejection.
@@ -67,485 +80,191 @@ impl HookOutcome {
     }
 }
 
-type Labelled = Mutex<BTreeMap<String, u64>>;
-
 /// Process-wide counters. Share it as `Arc<Metrics>`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
-    elections_started: AtomicU64,
-    elections_won: AtomicU64,
-    elections_lost: AtomicU64,
-    data_node_errors: AtomicU64,
-    /// kevy: hanging replication connects aborted on a retarget, and the
-    /// aborts that could not be made (no `ss`, no CAP_NET_ADMIN).
-    stale_connects_aborted: AtomicU64,
-    stale_connect_abort_failures: AtomicU64,
-    /// kevy: frames sent to make lagging replicas acknowledge.
-    ack_nudges: AtomicU64,
-    /// Fence applies on the data node (protocol §6.2.1): count, total and
-    /// worst time in microseconds, from the core's decision to the
-    /// server's OK.
-    fence_applies: AtomicU64,
-    fence_apply_us_sum: AtomicU64,
-    fence_apply_us_max: AtomicU64,
-    messages_in: Labelled,
-    messages_out: Labelled,
-    messages_rejected: Labelled,
-    transitions: Labelled,
-    connections_closed: Labelled,
-    /// Keyed by (event, outcome).
-    hooks_run: Mutex<BTreeMap<(String, String), u64>>,
+    counters: Counters,
+    /// Every rejection reason ever counted. prometheus-client's `Family` can
+    /// be read by label but not listed, and `/status` lists rejections by
+    /// reason, the unforeseen ones (`api_unauthorized`) included.
+    rejected_reasons: Mutex<BTreeSet<&'static str>>,
 }
 
-fn bump(map: &Labelled, key: &str) {
-    // A poisoned lock only means another thread panicked mid-increment; the
-    // map itself is still valid, so keep counting rather than propagate.
-    let mut m = map.lock().unwrap_or_else(|e| e.into_inner());
-    match m.get_mut(key) {
-        Some(v) => *v += 1,
-        None => {
-            m.insert(key.to_string(), 1);
-        }
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
     }
-}
-
-fn read(map: &Labelled) -> BTreeMap<String, u64> {
-    map.lock().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-/// `map`'s counts with every `known` label present, at 0 if never counted,
-/// so alerts can be written against series that exist from the start.
-fn with_known(known: &[&str], map: &Labelled) -> BTreeMap<String, u64> {
-    let mut out: BTreeMap<String, u64> = known.iter().map(|r| (r.to_string(), 0)).collect();
-    out.extend(read(map));
-    out
 }
 
 impl Metrics {
+    /// Counters at 0, with the known reasons' series already present so
+    /// alerts can be written against series that exist from the start.
     pub fn new() -> Self {
-        Self::default()
+        let counters = Counters::default();
+        let seed = |family: &Family<ByReason, Counter>, reasons: &[&'static str]| {
+            for &reason in reasons {
+                let _ = family.get_or_create(&ByReason { reason });
+            }
+        };
+        seed(&counters.messages_rejected, KNOWN_REJECT_REASONS);
+        seed(&counters.connections_closed, KNOWN_CLOSE_REASONS);
+        seed(&counters.transitions, TRANSITION_REASONS);
+        Metrics {
+            counters,
+            rejected_reasons: Mutex::new(KNOWN_REJECT_REASONS.iter().copied().collect()),
+        }
     }
 
     pub fn election_started(&self) {
-        self.elections_started.fetch_add(1, Ordering::Relaxed);
+        self.counters.elections_started.inc();
     }
 
     pub fn election_won(&self) {
-        self.elections_won.fetch_add(1, Ordering::Relaxed);
+        self.counters.elections_won.inc();
     }
 
     pub fn election_lost(&self) {
-        self.elections_lost.fetch_add(1, Ordering::Relaxed);
+        self.counters.elections_lost.inc();
     }
 
     pub fn data_node_error(&self) {
-        self.data_node_errors.fetch_add(1, Ordering::Relaxed);
+        self.counters.data_node_errors.inc();
     }
 
-    /// A fence reached the data node `after` it was decided.
+    /// kevy: `aborted` hanging connects were cut on a retarget; `failed` when
+    /// the abort itself could not be made.
     pub fn stale_connects(&self, aborted: usize, failed: bool) {
-        self.stale_connects_aborted
-            .fetch_add(aborted as u64, Ordering::Relaxed);
+        self.counters.stale_connects_aborted.inc_by(aborted as u64);
         if failed {
-            self.stale_connect_abort_failures
-                .fetch_add(1, Ordering::Relaxed);
+            self.counters.stale_connect_abort_failures.inc();
         }
     }
 
     pub fn ack_nudges(&self, sent: u64) {
-        self.ack_nudges.fetch_add(sent, Ordering::Relaxed);
+        self.counters.ack_nudges.inc_by(sent);
     }
 
+    /// A fence reached the data node `after` it was decided.
     pub fn fence_applied(&self, after: std::time::Duration) {
-        let us = after.as_micros().min(u64::MAX as u128) as u64;
-        self.fence_applies.fetch_add(1, Ordering::Relaxed);
-        self.fence_apply_us_sum.fetch_add(us, Ordering::Relaxed);
-        self.fence_apply_us_max.fetch_max(us, Ordering::Relaxed);
+        let secs = after.as_secs_f64();
+        let c = &self.counters;
+        c.fence_applies.inc();
+        c.fence_apply_seconds.inc_by(secs);
+        // The gauge stores its f64 as bits; for non-negative floats the bits
+        // order like the numbers, so an integer max is the float max.
+        c.fence_apply_max_seconds
+            .inner()
+            .fetch_max(secs.to_bits(), Ordering::Relaxed);
     }
 
     /// A valid message of `kind` (`HB`, `OFFER`, ...) was received.
-    pub fn message_in(&self, kind: &str) {
-        bump(&self.messages_in, kind);
+    pub fn message_in(&self, kind: &'static str) {
+        self.counters
+            .messages_in
+            .get_or_create(&ByType { r#type: kind })
+            .inc();
     }
 
     /// A message of `kind` was sent.
-    pub fn message_out(&self, kind: &str) {
-        bump(&self.messages_out, kind);
+    pub fn message_out(&self, kind: &'static str) {
+        self.counters
+            .messages_out
+            .get_or_create(&ByType { r#type: kind })
+            .inc();
     }
 
     /// A message was dropped; `reason` is snake case (`bad_tag`, `replay`, ...).
-    pub fn message_rejected(&self, reason: &str) {
-        bump(&self.messages_rejected, reason);
+    pub fn message_rejected(&self, reason: &'static str) {
+        self.rejected_reasons
+            .lock()
+            // A poisoned lock only means another thread panicked while
+            // inserting; the set is still valid, so keep counting.
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(reason);
+        self.counters
+            .messages_rejected
+            .get_or_create(&ByReason { reason })
+            .inc();
     }
 
     /// An election connection was closed for `reason` (see
     /// [`KNOWN_CLOSE_REASONS`]).
-    pub fn connection_closed(&self, reason: &str) {
-        bump(&self.connections_closed, reason);
+    pub fn connection_closed(&self, reason: &'static str) {
+        self.counters
+            .connections_closed
+            .get_or_create(&ByReason { reason })
+            .inc();
     }
 
-    /// Closed connections by reason, known reasons included at 0.
-    pub fn closed_counts(&self) -> BTreeMap<String, u64> {
-        with_known(KNOWN_CLOSE_REASONS, &self.connections_closed)
+    /// Election connections closed for `reason` so far.
+    pub fn closed_count(&self, reason: &'static str) -> u64 {
+        self.counters
+            .connections_closed
+            .get(&ByReason { reason })
+            .map_or(0, |c| c.get())
     }
 
     /// A role transition happened for `reason` (see `status::TRANSITION_REASONS`).
-    pub fn transition(&self, reason: &str) {
-        bump(&self.transitions, reason);
+    pub fn transition(&self, reason: &'static str) {
+        self.counters
+            .transitions
+            .get_or_create(&ByReason { reason })
+            .inc();
     }
 
-    pub fn hook_run(&self, event: &str, outcome: HookOutcome) {
-        let mut m = self.hooks_run.lock().unwrap_or_else(|e| e.into_inner());
-        *m.entry((event.to_string(), outcome.as_str().to_string()))
-            .or_insert(0) += 1;
+    pub fn hook_run(&self, event: &'static str, outcome: HookOutcome) {
+        self.counters
+            .hooks_run
+            .get_or_create(&ByHook {
+                event,
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    /// Count of hook runs for (event, outcome); for tests and the CLI.
+    pub fn hook_count(&self, event: &'static str, outcome: HookOutcome) -> u64 {
+        self.counters
+            .hooks_run
+            .get(&ByHook {
+                event,
+                outcome: outcome.as_str(),
+            })
+            .map_or(0, |c| c.get())
     }
 
     /// Rejections by reason, known reasons included at 0. The runtime copies
     /// this into `StatusSnapshot::rejected`; the API also merges it in, so the
     /// two views agree even if the runtime forgets.
     pub fn rejected_counts(&self) -> BTreeMap<String, u64> {
-        with_known(KNOWN_REJECT_REASONS, &self.messages_rejected)
-    }
-
-    /// Count of hook runs for (event, outcome); for tests and the CLI.
-    pub fn hook_count(&self, event: &str, outcome: HookOutcome) -> u64 {
-        let m = self.hooks_run.lock().unwrap_or_else(|e| e.into_inner());
-        m.get(&(event.to_string(), outcome.as_str().to_string()))
-            .copied()
-            .unwrap_or(0)
-    }
-
-    pub fn elections(&self) -> (u64, u64, u64) {
-        (
-            self.elections_started.load(Ordering::Relaxed),
-            self.elections_won.load(Ordering::Relaxed),
-            self.elections_lost.load(Ordering::Relaxed),
-        )
-    }
-
-    /// Prometheus text exposition format 0.0.4 of every counter plus gauges
-    /// derived from `status`.
-    pub fn render(&self, status: &StatusSnapshot) -> String {
-        let mut out = String::with_capacity(4096);
-        let node = [("node", status.node_id.as_str())];
-
-        // Gauges from the snapshot.
-        header(
-            &mut out,
-            "elector_role",
-            "gauge",
-            "1 for the role this node currently holds, 0 for the others.",
-        );
-        for role in Role::ALL {
-            sample(
-                &mut out,
-                "elector_role",
-                &[node[0], ("role", role.as_str())],
-                u64::from(status.role == role),
-            );
-        }
-        gauge(
-            &mut out,
-            "elector_epoch",
-            "Current election epoch.",
-            &node,
-            status.epoch,
-        );
-        gauge(
-            &mut out,
-            "elector_fenced",
-            "1 while writes on the local data node are fenced.",
-            &node,
-            u64::from(status.fenced),
-        );
-        gauge(
-            &mut out,
-            "elector_quorum_ok",
-            "1 while this node hears a quorum of nodes, itself included.",
-            &node,
-            u64::from(status.quorum_ok()),
-        );
-        gauge(
-            &mut out,
-            "elector_quorum",
-            "Votes needed to win an election.",
-            &node,
-            status.quorum as u64,
-        );
-        gauge(
-            &mut out,
-            "elector_cluster_size",
-            "Configured number of nodes.",
-            &node,
-            status.cluster_size as u64,
-        );
-        gauge(
-            &mut out,
-            "elector_data_node_reachable",
-            "1 while the local data node answers.",
-            &node,
-            u64::from(status.data_node.reachable),
-        );
-        if let Some(offset) = status.data_node.offset {
-            gauge(
-                &mut out,
-                "elector_data_node_offset",
-                "Replication offset of the local data node.",
-                &node,
-                offset,
-            );
-        }
-        if let Some(lag) = status.data_node.lag {
-            gauge(
-                &mut out,
-                "elector_data_node_lag_bytes",
-                "Bytes the local data node is behind its primary.",
-                &node,
-                lag,
-            );
-        }
-        gauge(
-            &mut out,
-            "elector_switchover_in_progress",
-            "1 while a planned switchover is running.",
-            &node,
-            u64::from(status.switchover.as_ref().is_some_and(|s| {
-                matches!(
-                    s.phase,
-                    super::status::SwitchoverPhase::CatchingUp
-                        | super::status::SwitchoverPhase::HandingOver
-                )
-            })),
-        );
-        header(
-            &mut out,
-            "elector_peer_alive",
-            "gauge",
-            "1 while the peer is heard within down_after.",
-        );
-        for p in &status.peers {
-            sample(
-                &mut out,
-                "elector_peer_alive",
-                &[node[0], ("peer", p.id.as_str())],
-                u64::from(p.alive),
-            );
-        }
-        header(
-            &mut out,
-            "elector_peer_last_seen_milliseconds",
-            "gauge",
-            "Milliseconds since the last valid message from the peer.",
-        );
-        for p in &status.peers {
-            if let Some(ms) = p.last_seen_ms {
-                sample(
-                    &mut out,
-                    "elector_peer_last_seen_milliseconds",
-                    &[node[0], ("peer", p.id.as_str())],
-                    ms,
-                );
-            }
-        }
-
-        // Counters.
-        let (started, won, lost) = self.elections();
-        counter(
-            &mut out,
-            "elector_elections_started_total",
-            "Elections this node started as candidate.",
-            &node,
-            started,
-        );
-        counter(
-            &mut out,
-            "elector_elections_won_total",
-            "Elections this node won.",
-            &node,
-            won,
-        );
-        counter(
-            &mut out,
-            "elector_elections_lost_total",
-            "Elections this node lost or abandoned.",
-            &node,
-            lost,
-        );
-        counter(
-            &mut out,
-            "elector_data_node_errors_total",
-            "Failed commands or polls against the local data node.",
-            &node,
-            self.data_node_errors.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "elector_stale_connects_aborted_total",
-            "kevy: the data node's hanging connects to a primary it left, aborted so REPLICAOF need not wait for them.",
-            &node,
-            self.stale_connects_aborted.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "elector_stale_connect_abort_failures_total",
-            "kevy: retargets whose hanging connects could not be aborted (no ss, no CAP_NET_ADMIN); see the log.",
-            &node,
-            self.stale_connect_abort_failures.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "elector_ack_nudges_total",
-            "kevy: no-op frames the primary's elector sent so lagging replicas acknowledge (data_node.ack_nudge).",
-            &node,
-            self.ack_nudges.load(Ordering::Relaxed),
-        );
-        let secs = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1e6;
-        let node_id = node[0].1;
-        out.push_str(&format!(
-            "# HELP elector_fence_applies_total Fences applied on the data node (protocol 6.2.1).\n\
-             # TYPE elector_fence_applies_total counter\n\
-             elector_fence_applies_total{{node=\"{node_id}\"}} {}\n\
-             # HELP elector_fence_apply_seconds_total Time from each decision to fence to the data node's OK, summed.\n\
-             # TYPE elector_fence_apply_seconds_total counter\n\
-             elector_fence_apply_seconds_total{{node=\"{node_id}\"}} {}\n\
-             # HELP elector_fence_apply_max_seconds Slowest fence apply since start: keep it below timings.fence_margin_ms.\n\
-             # TYPE elector_fence_apply_max_seconds gauge\n\
-             elector_fence_apply_max_seconds{{node=\"{node_id}\"}} {}\n",
-            self.fence_applies.load(Ordering::Relaxed),
-            secs(&self.fence_apply_us_sum),
-            secs(&self.fence_apply_us_max),
-        ));
-        labelled_counter(
-            &mut out,
-            "elector_messages_in_total",
-            "Valid election messages received, by type.",
-            &node,
-            "type",
-            &read(&self.messages_in),
-        );
-        labelled_counter(
-            &mut out,
-            "elector_messages_out_total",
-            "Election messages sent, by type.",
-            &node,
-            "type",
-            &read(&self.messages_out),
-        );
-        labelled_counter(
-            &mut out,
-            "elector_messages_rejected_total",
-            "Election messages dropped, by reason.",
-            &node,
-            "reason",
-            &self.rejected_counts(),
-        );
-        labelled_counter(
-            &mut out,
-            "elector_connections_closed_total",
-            "Election connections closed, by reason (protocol 3.2).",
-            &node,
-            "reason",
-            &self.closed_counts(),
-        );
-        let transitions = with_known(super::status::TRANSITION_REASONS, &self.transitions);
-        labelled_counter(
-            &mut out,
-            "elector_transitions_total",
-            "Role transitions, by reason.",
-            &node,
-            "reason",
-            &transitions,
-        );
-        header(
-            &mut out,
-            "elector_hooks_run_total",
-            "counter",
-            "Hook scripts run, by event and outcome.",
-        );
-        let hooks = self
-            .hooks_run
+        let reasons = self
+            .rejected_reasons
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        for ((event, outcome), v) in &hooks {
-            sample(
-                &mut out,
-                "elector_hooks_run_total",
-                &[
-                    node[0],
-                    ("event", event.as_str()),
-                    ("outcome", outcome.as_str()),
-                ],
-                *v,
-            );
-        }
+        let family = &self.counters.messages_rejected;
+        reasons
+            .into_iter()
+            .map(|reason| {
+                let count = family.get(&ByReason { reason }).map_or(0, |c| c.get());
+                (reason.to_string(), count)
+            })
+            .collect()
+    }
+
+    /// The Prometheus text exposition (format 0.0.4) of every counter and of
+    /// the gauges `status` determines, each series labelled with the node.
+    pub fn render(&self, status: &StatusSnapshot) -> String {
+        let node = (Cow::Borrowed("node"), Cow::Owned(status.node_id.clone()));
+        let mut registry = Registry::with_labels(std::iter::once(node));
+        status_gauges::register(&mut registry, status);
+        self.counters.register(&mut registry);
+        let mut out = String::with_capacity(8192);
+        // Writing into a String cannot fail; the encoder's own errors are
+        // formatting errors from that writer.
+        prometheus_text::encode(&mut out, &registry).expect("encoding into a String");
         out
     }
-}
-
-fn header(out: &mut String, name: &str, kind: &str, help: &str) {
-    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: u64) {
-    out.push_str(name);
-    if !labels.is_empty() {
-        out.push('{');
-        for (i, (k, v)) in labels.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            let _ = write!(out, "{k}=\"{}\"", escape_label(v));
-        }
-        out.push('}');
-    }
-    let _ = writeln!(out, " {value}");
-}
-
-fn gauge(out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], value: u64) {
-    header(out, name, "gauge", help);
-    sample(out, name, labels, value);
-}
-
-fn counter(out: &mut String, name: &str, help: &str, labels: &[(&str, &str)], value: u64) {
-    header(out, name, "counter", help);
-    sample(out, name, labels, value);
-}
-
-fn labelled_counter(
-    out: &mut String,
-    name: &str,
-    help: &str,
-    base: &[(&str, &str)],
-    label: &str,
-    values: &BTreeMap<String, u64>,
-) {
-    header(out, name, "counter", help);
-    for (k, v) in values {
-        let mut labels = base.to_vec();
-        labels.push((label, k.as_str()));
-        sample(out, name, &labels, *v);
-    }
-}
-
-/// Label values escape backslash, double quote and newline.
-fn escape_label(v: &str) -> String {
-    let mut s = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => s.push_str("\\\\"),
-            '"' => s.push_str("\\\""),
-            '\n' => s.push_str("\\n"),
-            c => s.push(c),
-        }
-    }
-    s
-}
-
-/// HELP text escapes backslash and newline.
-fn escape_help(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('\n', "\\n")
 }
 
 #[cfg(test)]

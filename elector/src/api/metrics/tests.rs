@@ -1,4 +1,4 @@
-use super::super::status::PeerStatus;
+use super::super::status::{PeerStatus, Role};
 use super::*;
 
 fn snapshot() -> StatusSnapshot {
@@ -279,4 +279,23 @@ fn every_family_keeps_its_name_type_labels_and_help() {
         })
         .collect();
     assert_eq!(got, want, "exposition:\n{text}");
+}
+#[test]
+fn the_slowest_fence_apply_is_kept_and_the_total_sums_them_all() {
+    let m = Metrics::new();
+    m.fence_applied(std::time::Duration::from_millis(3));
+    m.fence_applied(std::time::Duration::from_millis(1));
+    let text = m.render(&snapshot());
+    assert!(text.contains("elector_fence_applies_total{node=\"n1\"} 2\n"));
+    assert!(text.contains("elector_fence_apply_seconds_total{node=\"n1\"} 0.004\n"));
+    assert!(text.contains("elector_fence_apply_max_seconds{node=\"n1\"} 0.003\n"));
+}
+
+#[test]
+fn reasons_outside_the_known_list_are_listed_for_status_too() {
+    let m = Metrics::new();
+    m.message_rejected("api_unauthorized");
+    let counts = m.rejected_counts();
+    assert_eq!(counts.get("api_unauthorized"), Some(&1));
+    assert_eq!(counts.len(), KNOWN_REJECT_REASONS.len() + 1);
 }

@@ -104,8 +104,8 @@ async fn closed_between(stream: &mut TcpStream, lo_ms: u64, hi_ms: u64) -> Durat
     took
 }
 
-fn closed(shared: &Shared, reason: &str) -> u64 {
-    shared.metrics.closed_counts()[reason]
+fn closed(shared: &Shared, reason: &'static str) -> u64 {
+    shared.metrics.closed_count(reason)
 }
 
 #[test]
