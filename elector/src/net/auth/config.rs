@@ -1,0 +1,128 @@
+//! The `auth:` section of the configuration and the key it names.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+/// Default tolerated clock difference between nodes.
+pub const DEFAULT_MAX_SKEW_MS: u64 = 30_000;
+
+/// `auth.mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    #[default]
+    None,
+    SharedKey,
+}
+
+/// A secret string that never prints.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+
+    pub(crate) fn expose(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("\"<redacted>\"")
+    }
+}
+
+/// The `auth:` section of the config.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    #[serde(default)]
+    pub mode: AuthMode,
+    #[serde(default)]
+    pub key: Option<Secret>,
+    #[serde(default)]
+    pub key_file: Option<PathBuf>,
+    /// Largest accepted difference between a frame's timestamp and ours.
+    #[serde(default = "default_skew")]
+    pub max_skew_ms: u64,
+}
+
+fn default_skew() -> u64 {
+    DEFAULT_MAX_SKEW_MS
+}
+
+/// Why an `auth:` section cannot be used. Messages name the problem, never
+/// the key.
+#[derive(Debug, Error)]
+pub enum AuthConfigError {
+    #[error("auth.mode shared_key needs auth.key or auth.key_file")]
+    MissingKey,
+    #[error("auth.key and auth.key_file are both set; use one")]
+    KeyAndKeyFile,
+    #[error("auth key is empty")]
+    EmptyKey,
+    #[error("reading auth.key_file {path}: {source}")]
+    KeyFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl AuthConfig {
+    /// The key bytes for `shared_key`, `None` for mode `none`. A key file's
+    /// trailing newline is not part of the key (editors and `echo` add one).
+    pub fn load_key(&self) -> Result<Option<Secret>, AuthConfigError> {
+        if self.mode == AuthMode::None {
+            return Ok(None);
+        }
+        let key = match (&self.key, &self.key_file) {
+            (Some(_), Some(_)) => return Err(AuthConfigError::KeyAndKeyFile),
+            (None, None) => return Err(AuthConfigError::MissingKey),
+            (Some(k), None) => k.clone(),
+            (None, Some(path)) => {
+                let text =
+                    std::fs::read_to_string(path).map_err(|source| AuthConfigError::KeyFile {
+                        path: path.clone(),
+                        source,
+                    })?;
+                Secret(text.trim_end_matches(['\n', '\r']).to_string())
+            }
+        };
+        if key.0.is_empty() {
+            return Err(AuthConfigError::EmptyKey);
+        }
+        Ok(Some(key))
+    }
+
+    /// Non-fatal advice for `elector check-config`.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        match self.mode {
+            AuthMode::None => {
+                w.push(
+                    "auth.mode is none: election messages are not authenticated (lab use only)"
+                        .into(),
+                );
+                if self.key.is_some() || self.key_file.is_some() {
+                    w.push("auth.key/key_file is set but ignored because auth.mode is none".into());
+                }
+            }
+            AuthMode::SharedKey => {
+                if let Some(k) = &self.key {
+                    if k.0.len() < 16 {
+                        w.push("auth.key is shorter than 16 bytes".into());
+                    }
+                }
+            }
+        }
+        w
+    }
+}
