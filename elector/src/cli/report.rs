@@ -1,0 +1,272 @@
+//! The `elector status` table and the findings printed under it.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::ClusterReport;
+use crate::api::status::{Role, StatusSnapshot};
+
+/// The table and the findings under it. Pure, so tests can pin the layout.
+pub fn render_report(r: &ClusterReport, now_unix_ms: u64) -> String {
+    let o = &r.origin;
+    let (rows, selves, notes) = table(r, now_unix_ms);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "cluster: {} nodes, quorum {} | primary {} | epoch {} | asked {} ({})",
+        o.cluster_size,
+        o.quorum,
+        o.primary.as_deref().unwrap_or("none"),
+        o.epoch,
+        o.node_id,
+        r.asked
+    );
+    write_columns(&mut out, &rows);
+    let mut findings = cluster_findings(o, &selves);
+    for s in &selves {
+        findings.extend(node_findings(s));
+    }
+    for f in findings.iter().chain(notes.iter()) {
+        let _ = writeln!(out, "! {f}");
+    }
+    out
+}
+
+/// One row per node: the asked node's, then each peer's own view where its
+/// API answered, else the asked node's view of it (with a note saying so).
+/// Also returns every snapshot a node gave of itself, for the findings.
+fn table(
+    r: &ClusterReport,
+    now_unix_ms: u64,
+) -> (Vec<Vec<String>>, Vec<&StatusSnapshot>, Vec<String>) {
+    let o = &r.origin;
+    let mut rows: Vec<Vec<String>> = vec![vec![
+        "NODE".into(),
+        "ROLE".into(),
+        "EPOCH".into(),
+        "PRIMARY".into(),
+        "FENCED".into(),
+        "ALIVE".into(),
+        "OFFSET".into(),
+        "LAG".into(),
+        "LAST TRANSITION".into(),
+    ]];
+    let mut notes: Vec<String> = Vec::new();
+    let mut selves: Vec<&StatusSnapshot> = vec![o];
+    rows.push(row_from_self(o, "(asked)", now_unix_ms));
+    for p in &o.peers {
+        let alive = if p.alive {
+            format!("yes {}", p.last_seen_ms.map(format_age).unwrap_or_default())
+                .trim()
+                .to_string()
+        } else {
+            match p.last_seen_ms {
+                Some(ms) => format!("NO {}", format_age(ms)),
+                None => "NO".into(),
+            }
+        };
+        match r.views.get(&p.id) {
+            Some(Ok(own)) => {
+                rows.push(row_from_self(own, &alive, now_unix_ms));
+                selves.push(own);
+            }
+            other => {
+                let why = match (other, &p.api) {
+                    (Some(Err(e)), _) => format!(
+                        "{}: API unreachable ({e}); row shows {}'s view",
+                        p.id, o.node_id
+                    ),
+                    _ => format!(
+                        "{}: no API address known; row shows {}'s view",
+                        p.id, o.node_id
+                    ),
+                };
+                notes.push(why);
+                rows.push(vec![
+                    p.id.clone(),
+                    opt(p.role),
+                    opt(p.epoch),
+                    "?".into(),
+                    "?".into(),
+                    alive,
+                    opt(p.offset),
+                    "-".into(),
+                    "?".into(),
+                ]);
+            }
+        }
+    }
+    (rows, selves, notes)
+}
+
+/// Left-aligned columns two spaces apart; the last column is not padded.
+fn write_columns(out: &mut String, rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|c| {
+            rows.iter()
+                .map(|row| row[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{:<w$}  ", cell, w = widths[c]);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+/// What the views say about the cluster as a whole, most serious first.
+fn cluster_findings(o: &StatusSnapshot, selves: &[&StatusSnapshot]) -> Vec<String> {
+    let mut findings: Vec<String> = Vec::new();
+    let primaries: Vec<&str> = selves
+        .iter()
+        .filter(|s| s.is_writable_primary())
+        .map(|s| s.node_id.as_str())
+        .collect();
+    if primaries.len() > 1 {
+        findings.push(format!(
+            "DANGER: more than one unfenced primary: {}",
+            primaries.join(", ")
+        ));
+    }
+    let named: BTreeSet<Option<&str>> = selves.iter().map(|s| s.primary.as_deref()).collect();
+    if named.len() > 1 {
+        let views: Vec<String> = selves
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} says {}",
+                    s.node_id,
+                    s.primary.as_deref().unwrap_or("none")
+                )
+            })
+            .collect();
+        findings.push(format!(
+            "nodes disagree on the primary: {}",
+            views.join(", ")
+        ));
+    }
+    let max_epoch = selves.iter().map(|s| s.epoch).max().unwrap_or(0);
+    for s in selves {
+        if s.epoch < max_epoch {
+            findings.push(format!(
+                "{} is at epoch {} (cluster has reached {})",
+                s.node_id, s.epoch, max_epoch
+            ));
+        }
+    }
+    if o.primary.is_none() {
+        findings.push("no primary: an election is under way or no quorum can be formed".into());
+    }
+    if !o.quorum_ok() {
+        findings.push(format!(
+            "{} hears {} of {} nodes (quorum {}): it cannot elect or keep a primary",
+            o.node_id,
+            o.alive_count(),
+            o.cluster_size,
+            o.quorum
+        ));
+    }
+    findings
+}
+
+/// What one node says about itself: its data node, a switchover, rejections.
+fn node_findings(s: &StatusSnapshot) -> Vec<String> {
+    let mut findings: Vec<String> = Vec::new();
+    if !s.data_node.reachable {
+        findings.push(format!(
+            "{}: data node {} unreachable",
+            s.node_id, s.data_node.address
+        ));
+    } else if s.data_node.link_up == Some(false) && s.role == Role::Replica {
+        findings.push(format!("{}: replication link is down", s.node_id));
+    }
+    if let Some(sw) = &s.switchover {
+        let mut line = format!("{}: switchover to {} {:?}", s.node_id, sw.to, sw.phase)
+            .replace("CatchingUp", "catching up")
+            .replace("HandingOver", "handing over")
+            .replace("Completed", "completed")
+            .replace("RolledBack", "rolled back");
+        if let Some(p) = sw.write_pause_ms {
+            let _ = write!(line, ", writes paused {p} ms");
+        }
+        if let Some(e) = &sw.error {
+            let _ = write!(line, ": {e}");
+        }
+        findings.push(line);
+    }
+    let rejected: Vec<String> = s
+        .rejected
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    if !rejected.is_empty() {
+        findings.push(format!(
+            "{}: rejected messages {}",
+            s.node_id,
+            rejected.join(" ")
+        ));
+    }
+    findings
+}
+
+/// `1.2s`, `45s`, `3m05s`, `2h10m`, `4d03h`.
+pub fn format_age(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms}ms"),
+        1..=9 => format!("{}.{}s", s, (ms % 1000) / 100),
+        10..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        3600..=86_399 => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
+fn opt<T: ToString>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+fn last_transition(s: &StatusSnapshot, now_unix_ms: u64) -> String {
+    match s.transitions.last() {
+        None => "-".into(),
+        Some(t) => {
+            let change = match t.fenced {
+                Some(true) => format!("{} fenced", t.to),
+                Some(false) => format!("{} writable", t.to),
+                None => format!("{} -> {}", t.from, t.to),
+            };
+            format!(
+                "{change} ({}) {} ago",
+                t.reason,
+                format_age(now_unix_ms.saturating_sub(t.at_unix_ms))
+            )
+        }
+    }
+}
+
+fn row_from_self(s: &StatusSnapshot, alive: &str, now_unix_ms: u64) -> Vec<String> {
+    vec![
+        s.node_id.clone(),
+        s.role.to_string(),
+        s.epoch.to_string(),
+        opt(s.primary.clone()),
+        yes_no(s.fenced),
+        alive.to_string(),
+        opt(s.data_node.offset),
+        opt(s.data_node.lag),
+        last_transition(s, now_unix_ms),
+    ]
+}

@@ -1,0 +1,81 @@
+//! `elector switchover`: a signed POST, redirected once to the primary.
+
+use std::io::Write as _;
+use std::time::Duration;
+
+use super::{agent, url, CliError};
+use crate::api::request_auth::sign;
+use crate::net::auth::{unix_ms_now, Secret};
+
+/// POSTs a switchover; on 409 `not_primary` with the primary's API known,
+/// asks that node instead (once).
+pub fn switchover(
+    node: &str,
+    to: &str,
+    timeout: Duration,
+    key: Option<&Secret>,
+) -> Result<serde_json::Value, CliError> {
+    let body = serde_json::json!({"to": to, "timeout_ms": timeout.as_millis() as u64}).to_string();
+    let mut target = node.to_string();
+    for attempt in 0..2 {
+        let url = url(&target, "/switchover");
+        let mut req = agent(timeout + Duration::from_secs(10))
+            .post(&url)
+            .set("content-type", "application/json");
+        if let Some(key) = key {
+            // A fresh timestamp per attempt: the API refuses a reused one.
+            let signed = sign(key, "POST", "/switchover", unix_ms_now(), body.as_bytes());
+            req = req.set("authorization", &signed);
+        }
+        let res = req.send_string(&body);
+        let (code, text) = match res {
+            Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
+            Err(e) => {
+                return Err(CliError::Transport {
+                    url,
+                    message: e.to_string(),
+                })
+            }
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text.clone()));
+        if code == 200 {
+            return Ok(value);
+        }
+        if code == 409 && value["error"] == "not_primary" && attempt == 0 {
+            if let Some(api) = value["primary_api"].as_str() {
+                tracing::info!(from = %target, to = api, "not the primary; asking the primary");
+                target = api.to_string();
+                continue;
+            }
+        }
+        let message = value["message"]
+            .as_str()
+            .map(|m| format!("HTTP {code}: {m}"))
+            .unwrap_or_else(|| format!("HTTP {code}: {text}"));
+        return Err(CliError::Switchover {
+            to: to.to_string(),
+            message,
+        });
+    }
+    Err(CliError::Switchover {
+        to: to.to_string(),
+        message: "the node named as primary is not the primary either".into(),
+    })
+}
+
+/// `elector switchover --node HOST:PORT --to ID [--timeout-ms N]`: prints the
+/// outcome document (new epoch, measured write pause, ...).
+pub fn switchover_command(
+    node: &str,
+    to: &str,
+    timeout: Duration,
+    key: Option<&Secret>,
+) -> Result<(), CliError> {
+    let outcome = switchover(node, to, timeout, key)?;
+    let pretty = serde_json::to_string_pretty(&outcome).unwrap_or_else(|_| outcome.to_string());
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "switchover to {to} completed:\n{pretty}")?;
+    Ok(())
+}

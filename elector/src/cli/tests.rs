@@ -1,0 +1,224 @@
+use super::*;
+use crate::api::status::{PeerStatus, Role, SwitchoverPhase, SwitchoverState, TransitionRecord};
+
+const NOW: u64 = 1_760_000_100_000;
+
+fn node(id: &str, role: Role, epoch: u64, primary: Option<&str>) -> StatusSnapshot {
+    let mut s = StatusSnapshot::initial(id, "kevy", &format!("{id}:6379"), 3);
+    s.role = role;
+    s.epoch = epoch;
+    s.primary = primary.map(str::to_string);
+    s.fenced = role != Role::Primary;
+    s.data_node.reachable = true;
+    s.data_node.offset = Some(1234);
+    s.data_node.lag = Some(0);
+    s.transitions.push(TransitionRecord {
+        at_unix_ms: NOW - 12_000,
+        from: Role::Candidate,
+        to: role,
+        epoch,
+        reason: if role == Role::Primary {
+            "won_election"
+        } else {
+            "lost_election"
+        }
+        .into(),
+        fenced: None,
+    });
+    s
+}
+
+fn peer(id: &str, alive: bool, api: Option<&str>) -> PeerStatus {
+    PeerStatus {
+        id: id.into(),
+        alive,
+        role: Some(Role::Replica),
+        epoch: Some(3),
+        offset: Some(1200),
+        last_seen_ms: Some(if alive { 40 } else { 7_500 }),
+        api: api.map(str::to_string),
+    }
+}
+
+fn healthy() -> ClusterReport {
+    let mut n1 = node("n1", Role::Primary, 3, Some("n1"));
+    n1.peers = vec![peer("n2", true, Some("n2:9300")), peer("n3", true, None)];
+    let n2 = node("n2", Role::Replica, 3, Some("n1"));
+    ClusterReport {
+        asked: "127.0.0.1:9301".into(),
+        origin: n1,
+        views: [("n2".to_string(), Ok(n2))].into_iter().collect(),
+    }
+}
+
+#[test]
+fn the_table_shows_every_node_with_its_last_transition_and_reason() {
+    let text = render_report(&healthy(), NOW);
+    let expected = "\
+cluster: 3 nodes, quorum 2 | primary n1 | epoch 3 | asked n1 (127.0.0.1:9301)
+NODE  ROLE     EPOCH  PRIMARY  FENCED  ALIVE     OFFSET  LAG  LAST TRANSITION
+n1    primary  3      n1       no      (asked)   1234    0    candidate -> primary (won_election) 12s ago
+n2    replica  3      n1       yes     yes 40ms  1234    0    candidate -> replica (lost_election) 12s ago
+n3    replica  3      ?        ?       yes 40ms  1200    -    ?
+! n3: no API address known; row shows n1's view
+";
+    assert_eq!(text, expected, "\n{text}");
+}
+
+#[test]
+fn two_unfenced_primaries_are_called_out_first() {
+    let mut r = healthy();
+    let mut rogue = node("n2", Role::Primary, 2, Some("n2"));
+    rogue.fenced = false;
+    r.views.insert("n2".into(), Ok(rogue));
+    let text = render_report(&r, NOW);
+    let findings: Vec<&str> = text.lines().filter(|l| l.starts_with("! ")).collect();
+    assert_eq!(
+        findings[0],
+        "! DANGER: more than one unfenced primary: n1, n2"
+    );
+    assert!(text.contains("! nodes disagree on the primary: n1 says n1, n2 says n2"));
+    assert!(text.contains("! n2 is at epoch 2 (cluster has reached 3)"));
+}
+
+#[test]
+fn a_dead_peer_and_a_lost_quorum_are_explained() {
+    let mut r = healthy();
+    r.origin.peers = vec![peer("n2", false, Some("n2:9300")), peer("n3", false, None)];
+    r.origin.primary = None;
+    r.origin.role = Role::Candidate;
+    r.views
+        .insert("n2".into(), Err("connection refused".into()));
+    let text = render_report(&r, NOW);
+    assert!(
+        text.contains("n2    replica    3      ?        ?       NO 7.5s"),
+        "\n{text}"
+    );
+    assert!(text.contains("! no primary: an election is under way or no quorum can be formed"));
+    assert!(text.contains("! n1 hears 1 of 3 nodes (quorum 2): it cannot elect or keep a primary"));
+    assert!(text.contains("! n2: API unreachable (connection refused); row shows n1's view"));
+}
+
+#[test]
+fn a_switchover_and_rejected_messages_are_reported() {
+    let mut r = healthy();
+    r.origin.switchover = Some(SwitchoverState {
+        to: "n2".into(),
+        phase: SwitchoverPhase::CatchingUp,
+        started_at_unix_ms: NOW - 100,
+        deadline_unix_ms: NOW + 9_900,
+        primary_offset: Some(1234),
+        target_offset: Some(1200),
+        write_pause_ms: None,
+        error: None,
+    });
+    r.origin.rejected.insert("bad_tag".into(), 3);
+    r.origin.rejected.insert("replay".into(), 0);
+    let text = render_report(&r, NOW);
+    assert!(
+        text.contains("! n1: switchover to n2 catching up\n"),
+        "\n{text}"
+    );
+    assert!(
+        text.contains("! n1: rejected messages bad_tag=3\n"),
+        "\n{text}"
+    );
+}
+
+#[test]
+fn ages_are_short_and_readable() {
+    assert_eq!(format_age(40), "40ms");
+    assert_eq!(format_age(7_500), "7.5s");
+    assert_eq!(format_age(45_000), "45s");
+    assert_eq!(format_age(185_000), "3m05s");
+    assert_eq!(format_age(7_800_000), "2h10m");
+    assert_eq!(format_age(3 * 86_400_000 + 3_600_000), "3d01h");
+}
+
+#[test]
+fn node_addresses_become_urls() {
+    assert_eq!(
+        url("127.0.0.1:9300", "/status"),
+        "http://127.0.0.1:9300/status"
+    );
+    assert_eq!(url("[::1]:9300", "/status"), "http://[::1]:9300/status");
+    assert_eq!(url("http://h:1/", "/status"), "http://h:1/status");
+}
+
+/// End to end against the real API server: the CLI gathers the asked
+/// node's view and a peer's own view, and switchover follows the
+/// `not_primary` pointer to the primary.
+#[tokio::test]
+async fn the_cli_reads_real_apis_and_switchover_is_redirected_to_the_primary() {
+    use crate::api::metrics::Metrics;
+    use crate::api::{serve, ApiState};
+    use std::sync::Arc;
+    use tokio::sync::{mpsc, oneshot, watch};
+
+    let l1 = crate::api::listen::bind_tcp("127.0.0.1:0").expect("bind");
+    let l2 = crate::api::listen::bind_tcp("127.0.0.1:0").expect("bind");
+    let a1 = l1.local_addr().expect("addr").to_string();
+    let a2 = l2.local_addr().expect("addr").to_string();
+
+    let mut n1 = node("n1", Role::Primary, 3, Some("n1"));
+    n1.peers = vec![peer("n2", true, Some(&a2))];
+    let mut n2 = node("n2", Role::Replica, 3, Some("n1"));
+    n2.peers = vec![peer("n1", true, Some(&a1))];
+
+    let (_s1, r1) = watch::channel(n1);
+    let (_s2, r2) = watch::channel(n2);
+    let (tx1, mut rx1) = mpsc::channel(1);
+    let (tx2, _rx2) = mpsc::channel(1);
+    let (_stop, stopped) = oneshot::channel::<()>();
+    let (_stop2, stopped2) = oneshot::channel::<()>();
+    let metrics = Arc::new(Metrics::new());
+    tokio::spawn(serve(
+        l1,
+        ApiState {
+            status: r1,
+            metrics: Arc::clone(&metrics),
+            switchover: tx1,
+            request_auth: None,
+            loop_beat: Arc::new(crate::api::LoopBeat::new(Duration::from_secs(60))),
+        },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    tokio::spawn(serve(
+        l2,
+        ApiState {
+            status: r2,
+            metrics,
+            switchover: tx2,
+            request_auth: None,
+            loop_beat: Arc::new(crate::api::LoopBeat::new(Duration::from_secs(60))),
+        },
+        async {
+            let _ = stopped2.await;
+        },
+    ));
+    tokio::spawn(async move {
+        while let Some(req) = rx1.recv().await {
+            let _ = req
+                .reply
+                .send(Ok(serde_json::json!({"new_primary": req.to, "epoch": 4})));
+        }
+    });
+
+    let asked = a2.clone();
+    let (report, outcome) = tokio::task::spawn_blocking(move || {
+        (
+            gather(&asked).expect("gather"),
+            switchover(&asked, "n2", Duration::from_secs(1), None).expect("switchover via n1"),
+        )
+    })
+    .await
+    .expect("join");
+    assert_eq!(report.origin.node_id, "n2");
+    assert!(matches!(report.views.get("n1"), Some(Ok(s)) if s.role == Role::Primary));
+    let text = render_report(&report, NOW);
+    assert!(text.contains("n1    primary"), "\n{text}");
+    assert_eq!(outcome["new_primary"], "n2");
+    assert_eq!(outcome["epoch"], 4);
+}
