@@ -1,0 +1,138 @@
+use super::*;
+use proptest::prelude::*;
+
+fn hb() -> Heartbeat {
+    Heartbeat {
+        epoch: 4,
+        node_id: "n2".into(),
+        role: Role::Replica,
+        offset: 99,
+        max_epoch: 6,
+        primary: Some("n1".into()),
+        eligible: true,
+        fenced: false,
+        lease_lost: false,
+        data_epoch: 3,
+        stamp: 1234,
+        echo: 1200,
+    }
+}
+
+#[test]
+fn a_huge_epoch_on_the_wire_is_rejected_as_out_of_range() {
+    // §3.6 (finding 8): `max_epoch = 2^64-1` would wrap `epoch + 1`.
+    let mut fields = Message::Hb(hb()).to_fields();
+    fields[5] = u64::MAX.to_string().into_bytes();
+    assert_eq!(Message::from_fields(&fields), Err(MessageError::OutOfRange));
+    let mut fields = Message::Hb(hb()).to_fields();
+    fields[1] = (MAX_EPOCH + 1).to_string().into_bytes();
+    assert_eq!(Message::from_fields(&fields), Err(MessageError::OutOfRange));
+    let mut fields = Message::Hb(hb()).to_fields();
+    fields[10] = (MAX_WIRE_NUMBER + 1).to_string().into_bytes();
+    assert_eq!(Message::from_fields(&fields), Err(MessageError::OutOfRange));
+}
+
+#[test]
+fn the_lease_lost_flag_round_trips() {
+    let lost = Heartbeat {
+        lease_lost: true,
+        fenced: true,
+        ..hb()
+    };
+    assert_eq!(
+        Message::from_fields(&Message::Hb(lost.clone()).to_fields()),
+        Ok(Message::Hb(lost))
+    );
+}
+
+#[test]
+fn every_message_round_trips_through_fields() {
+    let messages = vec![
+        Message::Hello {
+            node_id: "n1".into(),
+            fingerprint: None,
+        },
+        Message::Hello {
+            node_id: "n1".into(),
+            fingerprint: Some("m0123456789abcdef/200/3000/600".into()),
+        },
+        Message::Hb(hb()),
+        Message::Offer {
+            epoch: 5,
+            candidate: "n2".into(),
+            offset: 10,
+            data_epoch: 4,
+        },
+        Message::Accept {
+            epoch: 5,
+            voter: "n3".into(),
+        },
+        Message::Reject {
+            epoch: 5,
+            voter: "n3".into(),
+            reason: RejectReason::PrimaryAlive,
+            max_epoch: 7,
+        },
+        Message::Announce {
+            epoch: 5,
+            primary: "n2".into(),
+            primary_addr: "10.0.0.2:6379".into(),
+            stamp: 9,
+        },
+        Message::Handover {
+            epoch: 5,
+            from: "n2".into(),
+            to: "n1".into(),
+        },
+    ];
+    for m in messages {
+        assert_eq!(Message::from_fields(&m.to_fields()), Ok(m.clone()), "{m:?}");
+    }
+}
+
+#[test]
+fn a_seed_format_heartbeat_with_five_fields_still_decodes() {
+    // protocol §3.1: `HB <epoch> <node_id> <role> <repl_offset>`.
+    let fields: Vec<Vec<u8>> = ["HB", "3", "n1", "primary", "42"]
+        .iter()
+        .map(|s| s.as_bytes().to_vec())
+        .collect();
+    let Message::Hb(hb) = Message::from_fields(&fields).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (hb.epoch, hb.max_epoch, hb.offset, hb.role),
+        (3, 3, 42, Role::Primary)
+    );
+    assert!(hb.eligible && hb.primary.is_none());
+}
+
+#[test]
+fn node_ids_longer_than_32_bytes_are_refused() {
+    let long = "x".repeat(33);
+    let fields = vec![b"ACCEPT".to_vec(), b"1".to_vec(), long.into_bytes()];
+    assert_eq!(Message::from_fields(&fields), Err(MessageError::BadNodeId));
+}
+
+#[test]
+fn numbers_with_signs_or_overflow_are_refused() {
+    for bad in ["-1", "+1", "18446744073709551616", "", "1 "] {
+        let fields = vec![b"ACCEPT".to_vec(), bad.as_bytes().to_vec(), b"n1".to_vec()];
+        assert_eq!(
+            Message::from_fields(&fields),
+            Err(MessageError::BadNumber),
+            "{bad:?}"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn arbitrary_fields_never_panic(fields in proptest::collection::vec(
+        proptest::collection::vec(any::<u8>(), 0..40), 0..10), kind in 0usize..8) {
+        let names = ["HELLO", "HB", "OFFER", "ACCEPT", "REJECT", "ANNOUNCE", "HANDOVER", "X"];
+        let mut all = vec![names[kind].as_bytes().to_vec()];
+        all.extend(fields);
+        let _ = Message::from_fields(&all);
+    }
+}
