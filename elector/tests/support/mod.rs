@@ -3,10 +3,15 @@
 //! data nodes plus one `elector` binary each. Everything started here is
 //! killed when the [`Cluster`] drops, also when a test panics.
 
+mod clients;
 pub mod netns;
+mod observe;
+mod ports;
 pub mod sentinel_peer;
 
-use serde_json::Value;
+pub use clients::*;
+use ports::{companion_port, data_port, release_data_port, PortTaken};
+
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -50,29 +55,6 @@ pub struct Cluster {
     _tmp: tempfile::TempDir,
 }
 
-/// Whether `p` can be bound the way a data node binds it: without
-/// `SO_REUSEADDR`, so a port still holding `TIME_WAIT` sockets from a node a
-/// previous test killed counts as taken (std's `TcpListener` sets
-/// `SO_REUSEADDR` and would call it free, and kevy's bind would then fail).
-fn port_free(p: u16) -> bool {
-    use socket2::{Domain, Socket, Type};
-    let Ok(socket) = Socket::new(Domain::IPV4, Type::STREAM, None) else {
-        return false;
-    };
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], p));
-    socket.set_reuse_address(false).is_ok() && socket.bind(&addr.into()).is_ok()
-}
-
-/// The lock file that reserves a data port for this test process.
-fn port_lock(port: u16) -> PathBuf {
-    std::env::temp_dir().join(format!("elector-test-port-{port}"))
-}
-
-/// Gives a port taken with [`data_port`] back.
-fn release_data_port(port: u16) {
-    let _ = std::fs::remove_file(port_lock(port));
-}
-
 /// SIGKILLs a child we started (if still ours) and reaps it.
 fn stop_child(child: &mut Option<Child>) {
     if let Some(mut c) = child.take() {
@@ -109,61 +91,6 @@ fn redis_server_command(port: u16, dir: &std::path::Path) -> Command {
     cmd
 }
 
-/// Data ports handed out so far by this process: each test gets a port no
-/// earlier test of the process used, so a released port's lingering sockets
-/// never meet the next node.
-static DATA_PORTS_TAKEN: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
-
-/// How many ports after a data port [`data_port`] also finds free, for the
-/// node's other listeners ([`companion_port`]).
-const COMPANION_PORTS: u16 = 3;
-
-/// A data port whose companions (the next [`COMPANION_PORTS`] ports) and kevy
-/// replication port (+10000) are free too, all below the ephemeral range so
-/// the kernel never hands one out as a client's source port meanwhile.
-fn data_port() -> u16 {
-    let seed = std::process::id() as u64 * 7919;
-    let taken = DATA_PORTS_TAKEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut candidate = 12_000 + ((seed + u64::from(taken)) % 1000) as u16 * 10;
-    loop {
-        let block_free = (0..=COMPANION_PORTS).all(|k| port_free(candidate + k));
-        if block_free && port_free(candidate + 10_000) {
-            // Reserve it briefly against our own other tests by a lock file.
-            let lock = port_lock(candidate);
-            if std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&lock)
-                .is_ok()
-            {
-                return candidate;
-            }
-            if lock
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().unwrap_or_default() > Duration::from_secs(600))
-            {
-                let _ = std::fs::remove_file(&lock);
-            }
-        }
-        candidate = if candidate >= 21_990 {
-            12_000
-        } else {
-            candidate + 10
-        };
-    }
-}
-
-/// The `k`-th (1-based) port after a data port, reserved along with it by
-/// [`data_port`]: electors' API, election and Sentinel listeners.
-fn companion_port(data_port: u16, k: u16) -> u16 {
-    assert!(
-        (1..=COMPANION_PORTS).contains(&k),
-        "only {COMPANION_PORTS} companion ports are reserved"
-    );
-    data_port + k
-}
-
 pub fn require(binary: &str) {
     let found = Command::new("sh")
         .arg("-c")
@@ -175,11 +102,6 @@ pub fn require(binary: &str) {
         "{binary} is not installed: run scripts/install-deps.sh (the repo installs it)"
     );
 }
-
-/// A data node could not bind its port: someone else took it after it was
-/// chosen.
-#[derive(Debug)]
-struct PortTaken(u16);
 
 impl Cluster {
     /// Starts `n` data nodes (read-only, no upstream) and their electors.
@@ -492,118 +414,6 @@ impl Cluster {
             .expect("start watchdog");
         node.watchdog = Some(child);
     }
-
-    /// The `elector_connections_closed_total` counter of node `i` for `reason`.
-    /// Node `i`'s `/metrics` text.
-    pub fn metrics_text(&self, i: usize) -> String {
-        let url = format!("http://127.0.0.1:{}/metrics", self.nodes[i].api_port);
-        ureq::get(&url)
-            .timeout(Duration::from_millis(1000))
-            .call()
-            .expect("GET /metrics")
-            .into_string()
-            .unwrap()
-    }
-
-    /// An unlabelled-but-for-the-node counter from node `i`'s `/metrics`.
-    pub fn metric(&self, i: usize, name: &str) -> u64 {
-        let prefix = format!("{name}{{");
-        self.metrics_text(i)
-            .lines()
-            .filter(|l| l.starts_with(&prefix))
-            .find_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.trim().parse().ok()))
-            .unwrap_or(0)
-    }
-
-    pub fn connections_closed(&self, i: usize, reason: &str) -> u64 {
-        let text = self.metrics_text(i);
-        let needle = format!("reason=\"{reason}\"}} ");
-        text.lines()
-            .filter(|l| l.starts_with("elector_connections_closed_total{"))
-            .find_map(|l| {
-                l.split_once(&needle)
-                    .map(|(_, v)| v.trim().parse().unwrap())
-            })
-            .unwrap_or(0)
-    }
-
-    pub fn status(&self, i: usize) -> Option<Value> {
-        let url = format!("http://127.0.0.1:{}/status", self.nodes[i].api_port);
-        ureq::get(&url)
-            .timeout(Duration::from_millis(500))
-            .call()
-            .ok()?
-            .into_json()
-            .ok()
-    }
-
-    /// The index of the node that is an unfenced primary, if exactly one is.
-    pub fn writable_primary(&self) -> Option<usize> {
-        let found: Vec<usize> = (0..self.nodes.len())
-            .filter(|&i| {
-                self.status(i)
-                    .is_some_and(|s| s["role"] == "primary" && s["fenced"] == false)
-            })
-            .collect();
-        (found.len() == 1).then(|| found[0])
-    }
-
-    pub fn wait_primary(&self, within: Duration) -> usize {
-        let mut found = None;
-        wait_until(
-            within,
-            || {
-                found = self.writable_primary();
-                found.is_some()
-            },
-            "a writable primary",
-        );
-        found.unwrap()
-    }
-
-    /// Waits until every node but `primary` reports its replication link up
-    /// and has finished loading what it received: kevy reports the link up
-    /// while it still answers `-LOADING` to every command (a full snapshot
-    /// follows each promotion), and a test's next command would get that.
-    pub fn wait_replica_links(&self, primary: usize) {
-        let data_nodes = (0..self.nodes.len()).filter(|&i| !self.nodes[i].witness);
-        for i in data_nodes.filter(|&i| i != primary) {
-            wait_until(
-                Duration::from_secs(10),
-                || {
-                    self.status(i)
-                        .is_some_and(|s| s["data_node"]["link_up"] == true)
-                },
-                "replica links",
-            );
-            wait_until(
-                Duration::from_secs(10),
-                || {
-                    let r: redis::RedisResult<Option<String>> = redis::cmd("GET")
-                        .arg("wait-replica-links")
-                        .query(&mut self.client(i));
-                    !r.is_err_and(|e| e.kind() == redis::ErrorKind::BusyLoadingError)
-                },
-                "replicas to finish loading",
-            );
-        }
-    }
-
-    pub fn client(&self, i: usize) -> redis::Connection {
-        redis_client(self.nodes[i].data_port)
-    }
-
-    pub fn dump_logs(&self) {
-        for n in &self.nodes {
-            for f in [
-                format!("elector-{}.log", n.id),
-                format!("watchdog-{}.log", n.id),
-                "data.log".to_string(),
-            ] {
-                print_log_tail(&format!("{} {f}", n.id), &n.dir.join(&f));
-            }
-        }
-    }
 }
 
 impl Drop for Cluster {
@@ -616,74 +426,4 @@ impl Drop for Cluster {
             release_data_port(self.nodes[i].data_port);
         }
     }
-}
-
-pub fn redis_client(port: u16) -> redis::Connection {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
-    loop_connect(&client)
-}
-
-/// One quick connection attempt (200 ms) with the given read timeout; `None`
-/// when nothing answers: for polling loops that must not block on a dead node.
-pub fn try_connect(host: &str, port: u16, read_timeout: Duration) -> Option<redis::Connection> {
-    let client = redis::Client::open(format!("redis://{host}:{port}/")).ok()?;
-    let conn = client
-        .get_connection_with_timeout(Duration::from_millis(200))
-        .ok()?;
-    conn.set_read_timeout(Some(read_timeout)).ok()?;
-    Some(conn)
-}
-
-fn loop_connect(client: &redis::Client) -> redis::Connection {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        match client.get_connection_with_timeout(Duration::from_millis(300)) {
-            Ok(c) => {
-                c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-                return c;
-            }
-            Err(e) if Instant::now() > deadline => panic!("cannot connect: {e}"),
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-}
-
-pub trait Ping {
-    fn ping(&mut self) -> redis::RedisResult<String>;
-}
-impl Ping for redis::Connection {
-    fn ping(&mut self) -> redis::RedisResult<String> {
-        redis::cmd("PING").query(self)
-    }
-}
-
-pub fn wait_until(within: Duration, mut ok: impl FnMut() -> bool, what: &str) {
-    let deadline = Instant::now() + within;
-    while !ok() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// SET then `WAIT 1`: `Some(true)` when a replica acknowledged it,
-/// `Some(false)` when the server answered but did not (READONLY, WAIT 0),
-/// `None` when the connection failed and the caller should reconnect.
-pub fn write_acked(conn: &mut redis::Connection, key: &str) -> Option<bool> {
-    let set: redis::RedisResult<String> = redis::cmd("SET").arg(key).arg("v").query(conn);
-    match set {
-        Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() => None,
-        Err(_) => Some(false),
-        Ok(_) => {
-            let n: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(1000).query(conn);
-            Some(n.is_ok_and(|n| n >= 1))
-        }
-    }
-}
-
-/// SET then `WAIT 1`: true when acknowledged by a replica.
-pub fn acked_write(conn: &mut redis::Connection, key: &str) -> bool {
-    write_acked(conn, key) == Some(true)
 }
