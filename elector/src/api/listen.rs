@@ -15,7 +15,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 /// What a listen spec asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListenSpec {
+pub(crate) enum ListenSpec {
     /// `":PORT"`: dual-stack `[::]`, IPv4 `0.0.0.0` if IPv6 is unavailable.
     Any(u16),
     /// `"[::]:PORT"`: dual-stack `[::]`, no fallback.
@@ -33,7 +33,7 @@ fn invalid(spec: &str, why: &str) -> io::Error {
 
 /// Parses `":PORT"`, `"IP:PORT"`, `"[IPv6]:PORT"` or `"name:PORT"` (resolved
 /// now, first address wins).
-pub fn parse_listen_spec(spec: &str) -> io::Result<ListenSpec> {
+pub(crate) fn parse_listen_spec(spec: &str) -> io::Result<ListenSpec> {
     let spec = spec.trim();
     if let Some(port) = spec.strip_prefix(':') {
         let port = port.parse().map_err(|_| invalid(spec, "bad port"))?;
@@ -80,7 +80,7 @@ fn ipv6_unavailable(e: &io::Error) -> bool {
 }
 
 /// Binds a std listener for `spec` (see the module docs for the rules).
-pub fn bind_tcp_std(spec: &str) -> io::Result<std::net::TcpListener> {
+pub(crate) fn bind_tcp_std(spec: &str) -> io::Result<std::net::TcpListener> {
     match parse_listen_spec(spec)? {
         ListenSpec::Any(port) => {
             let v6 = SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), port);
@@ -105,7 +105,7 @@ pub fn bind_tcp_std(spec: &str) -> io::Result<std::net::TcpListener> {
 }
 
 /// Binds a tokio listener for `spec`. Must be called inside a tokio runtime.
-pub fn bind_tcp(spec: &str) -> io::Result<tokio::net::TcpListener> {
+pub(crate) fn bind_tcp(spec: &str) -> io::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::from_std(bind_tcp_std(spec)?)
 }
 

@@ -10,10 +10,10 @@
 //! election.
 
 pub mod http;
-pub mod listen;
+pub(crate) mod listen;
 pub mod metrics;
 pub mod request_auth;
-pub mod sentinel;
+pub(crate) mod sentinel;
 pub mod status;
 
 pub use http::{

@@ -18,14 +18,14 @@ use thiserror::Error;
 use crate::net::auth::{hex_decode_32, hex_encode, put, HmacSha256, Secret};
 
 /// Authorization scheme name.
-pub const SCHEME: &str = "Elector-HMAC";
+pub(crate) const SCHEME: &str = "Elector-HMAC";
 /// How far a request's timestamp may be from the API's clock.
-pub const MAX_SKEW_MS: u64 = 30_000;
+pub(crate) const MAX_SKEW_MS: u64 = 30_000;
 const LABEL: &[u8] = b"elector-request-v1";
 
 /// Why a signed request was refused (HTTP 401).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum RequestAuthError {
+pub(crate) enum RequestAuthError {
     #[error("auth is on: sign the request (elector switchover --config <file> does)")]
     Missing,
     #[error("the Authorization header is not `{SCHEME} <unix_ms>:<hex>`")]
@@ -54,7 +54,7 @@ fn mac_over(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -
 }
 
 /// The `Authorization` header value for a request (the CLI's side).
-pub fn sign(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -> String {
+pub(crate) fn sign(key: &Secret, method: &str, path: &str, unix_ms: u64, body: &[u8]) -> String {
     format!(
         "{SCHEME} {unix_ms}:{}",
         hex_encode(
@@ -74,14 +74,14 @@ pub struct RequestVerifier {
 }
 
 impl RequestVerifier {
-    pub fn new(key: Secret) -> Self {
+    pub(crate) fn new(key: Secret) -> Self {
         RequestVerifier {
             key,
             last_accepted_ms: AtomicU64::new(0),
         }
     }
 
-    pub fn verify(
+    pub(crate) fn verify(
         &self,
         header: Option<&str>,
         method: &str,

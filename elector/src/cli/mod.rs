@@ -23,7 +23,7 @@ use thiserror::Error;
 
 use crate::api::status::StatusSnapshot;
 
-pub use self::report::{format_age, render_report};
+pub(crate) use self::report::{format_age, render_report};
 pub use self::switchover::{switchover, switchover_command};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -90,7 +90,7 @@ fn get_text(node: &str, path: &str) -> Result<String, CliError> {
 }
 
 /// Fetches and parses one node's `/status`, also returning the raw body.
-pub fn fetch_status(node: &str) -> Result<(StatusSnapshot, String), CliError> {
+pub(crate) fn fetch_status(node: &str) -> Result<(StatusSnapshot, String), CliError> {
     let body = get_text(node, "/status")?;
     let snap = serde_json::from_str(&body).map_err(|source| CliError::Json {
         url: url(node, "/status"),
@@ -101,17 +101,17 @@ pub fn fetch_status(node: &str) -> Result<(StatusSnapshot, String), CliError> {
 
 /// The node asked, and what each peer with a known API said about itself.
 #[derive(Debug, Clone)]
-pub struct ClusterReport {
+pub(crate) struct ClusterReport {
     /// Address the operator gave.
-    pub asked: String,
-    pub origin: StatusSnapshot,
+    pub(crate) asked: String,
+    pub(crate) origin: StatusSnapshot,
     /// Peer id -> its own snapshot, or why it could not be fetched. Peers
     /// with no API address are absent.
-    pub views: BTreeMap<String, Result<StatusSnapshot, String>>,
+    pub(crate) views: BTreeMap<String, Result<StatusSnapshot, String>>,
 }
 
 /// Queries `node` and every peer API it lists.
-pub fn gather(node: &str) -> Result<ClusterReport, CliError> {
+pub(crate) fn gather(node: &str) -> Result<ClusterReport, CliError> {
     let (origin, _) = fetch_status(node)?;
     let mut views = BTreeMap::new();
     for p in &origin.peers {

@@ -7,7 +7,7 @@ use super::ClusterReport;
 use crate::api::status::{Role, StatusSnapshot};
 
 /// The table and the findings under it. Pure, so tests can pin the layout.
-pub fn render_report(r: &ClusterReport, now_unix_ms: u64) -> String {
+pub(crate) fn render_report(r: &ClusterReport, now_unix_ms: u64) -> String {
     let o = &r.origin;
     let (rows, selves, notes) = table(r, now_unix_ms);
     let mut out = String::new();
@@ -219,7 +219,7 @@ fn node_findings(s: &StatusSnapshot) -> Vec<String> {
 }
 
 /// `1.2s`, `45s`, `3m05s`, `2h10m`, `4d03h`.
-pub fn format_age(ms: u64) -> String {
+pub(crate) fn format_age(ms: u64) -> String {
     let s = ms / 1000;
     match s {
         0 => format!("{ms}ms"),

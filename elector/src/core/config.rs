@@ -53,7 +53,7 @@ impl Timings {
     /// The margin the lease actually leaves for a fence to apply once the
     /// clock-rate error is paid for (protocol §6.2.1): a fence slower than
     /// this can overlap a successor's writes.
-    pub fn fence_budget_ms(&self) -> u64 {
+    pub(crate) fn fence_budget_ms(&self) -> u64 {
         let drift = MAX_CLOCK_RATE_ERROR * (self.lease_ms() + self.voter_fresh_ms()) as f64;
         self.fence_margin_ms
             .saturating_add(self.hb_interval_ms)
@@ -73,13 +73,13 @@ impl Timings {
 
     /// How long a freshly started node listens before it may stand: long
     /// enough to hear every live peer's heartbeat (and so its offset) twice.
-    pub fn startup_grace_ms(&self) -> u64 {
+    pub(crate) fn startup_grace_ms(&self) -> u64 {
         (3 * self.hb_interval_ms).min(self.down_after_ms)
     }
 
     /// How long a node must have been eligible before it stands: two
     /// heartbeats, so every live peer has heard it eligible (§5.1).
-    pub fn eligibility_announce_ms(&self) -> u64 {
+    pub(crate) fn eligibility_announce_ms(&self) -> u64 {
         2 * self.hb_interval_ms
     }
 }
@@ -94,7 +94,7 @@ pub struct Member {
 }
 
 impl Member {
-    pub fn is_witness(&self) -> bool {
+    pub(crate) fn is_witness(&self) -> bool {
         self.data_addr.is_none()
     }
 }
@@ -131,20 +131,20 @@ impl CoreConfig {
         Quorum::of(self.members.len())
     }
 
-    pub fn data_addr_of(&self, id: &str) -> Option<&str> {
+    pub(crate) fn data_addr_of(&self, id: &str) -> Option<&str> {
         self.members
             .iter()
             .find(|m| m.id == id)
             .and_then(|m| m.data_addr.as_deref())
     }
 
-    pub fn is_witness(&self, id: &str) -> bool {
+    pub(crate) fn is_witness(&self, id: &str) -> bool {
         self.members.iter().any(|m| m.id == id && m.is_witness())
     }
 
     /// This node is a witness: it votes and echoes, never stands, and has
     /// no data node (§4.5).
-    pub fn i_am_witness(&self) -> bool {
+    pub(crate) fn i_am_witness(&self) -> bool {
         self.is_witness(&self.node_id)
     }
 
@@ -174,16 +174,16 @@ impl CoreConfig {
     /// `max(0, q − 1 − w)`. More would fence a legitimate primary (a healthy
     /// 2+1 cluster whose only replica is down keeps its lease by the
     /// witness); without witnesses this is the usual `quorum − 1`.
-    pub fn dead_man_replicas(&self) -> usize {
+    pub(crate) fn dead_man_replicas(&self) -> usize {
         (self.quorum().size() - 1).saturating_sub(self.witnesses())
     }
 
-    pub fn is_member(&self, id: &str) -> bool {
+    pub(crate) fn is_member(&self, id: &str) -> bool {
         self.members.iter().any(|m| m.id == id)
     }
 
     /// Every member but this node.
-    pub fn peer_ids(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn peer_ids(&self) -> impl Iterator<Item = &str> {
         self.members
             .iter()
             .map(|m| m.id.as_str())

@@ -10,26 +10,26 @@ use crate::protocol::Role;
 /// What the adapter has told us about the data node.
 #[derive(Debug, Default)]
 pub(super) struct DataView {
-    pub obs: Observation,
+    pub(crate) obs: Observation,
     /// The data node's generation as last reported by the adapter (§6.8).
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// The adapter's count of demotions by someone else, as last reported.
-    pub overridden: u64,
-    pub down_since: Option<Millis>,
+    pub(crate) overridden: u64,
+    pub(crate) down_since: Option<Millis>,
 }
 
 /// The target the core wants the data node in.
 #[derive(Debug)]
 pub(super) struct TargetState {
-    pub current: DataNodeTarget,
-    pub seq: u64,
+    pub(crate) current: DataNodeTarget,
+    pub(crate) seq: u64,
     /// The current target must be issued again (with a new seq): it never
     /// reached the adapter (a failed persist dropped it) or the adapter
     /// no longer applies it (a restart, a demotion by someone else).
-    pub reissue: bool,
+    pub(crate) reissue: bool,
     /// `(target seq, epoch)`: once the data node has applied that target and
     /// reports its link up, its data is part of `epoch`'s stream.
-    pub stream_claim: Option<(u64, u64)>,
+    pub(crate) stream_claim: Option<(u64, u64)>,
 }
 
 impl Default for TargetState {

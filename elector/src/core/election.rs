@@ -25,7 +25,7 @@ impl Core {
 
     /// Bytes behind the best reference we have: the live primary's last
     /// heartbeat, or else the best live peer (the one that would win).
-    pub fn lag(&self) -> Option<u64> {
+    pub(crate) fn lag(&self) -> Option<u64> {
         if self.role() == Role::Primary {
             return Some(0);
         }

@@ -13,39 +13,39 @@ use crate::protocol::NodeId;
 #[derive(Debug, Clone, Default)]
 pub(super) struct KnownPrimary {
     /// The primary of the committed epoch as far as we know (may be us).
-    pub id: Option<NodeId>,
+    pub(crate) id: Option<NodeId>,
     /// When it last proved it is alive (HB as primary, ANNOUNCE).
-    pub heard_at: Option<Millis>,
+    pub(crate) heard_at: Option<Millis>,
     /// Its clock stamp in its latest HB/ANNOUNCE (echoed back, §6.2).
-    pub stamp: u64,
+    pub(crate) stamp: u64,
     /// It has given up the role (switchover, data node down, a restart);
     /// `Some(Some(id))` names its chosen successor.
-    pub resigned: Option<Option<NodeId>>,
+    pub(crate) resigned: Option<Option<NodeId>>,
     /// When we learned of the handover in `resigned` (others defer to the
     /// named successor only for a bounded time, §8).
-    pub handover_learned_at: Millis,
+    pub(crate) handover_learned_at: Millis,
     /// Since when its heartbeats have said it lost its lease (§6.9).
-    pub fenced_since: Option<Millis>,
+    pub(crate) fenced_since: Option<Millis>,
     /// We stopped vouching for it: it stayed fenced past `voter_fresh`.
-    pub withdrawn: bool,
+    pub(crate) withdrawn: bool,
 }
 
 impl KnownPrimary {
     /// A new committed epoch: its primary has not resigned, has no stamp
     /// and no lease history yet.
-    pub fn new_epoch(&mut self) {
+    pub(crate) fn new_epoch(&mut self) {
         self.resigned = None;
         self.stamp = 0;
         self.fenced_since = None;
         self.withdrawn = false;
     }
 
-    pub fn is(&self, id: &str) -> bool {
+    pub(crate) fn is(&self, id: &str) -> bool {
         self.id.as_deref() == Some(id)
     }
 
     /// The primary we recognise: known and not resigned.
-    pub fn recognised(&self) -> Option<&str> {
+    pub(crate) fn recognised(&self) -> Option<&str> {
         if self.resigned.is_some() {
             return None;
         }
@@ -53,7 +53,7 @@ impl KnownPrimary {
     }
 
     /// Heard within `window_ms` of `now`.
-    pub fn heard_within(&self, now: Millis, window_ms: u64) -> bool {
+    pub(crate) fn heard_within(&self, now: Millis, window_ms: u64) -> bool {
         self.heard_at
             .is_some_and(|h| now.saturating_sub(h) < window_ms)
     }
@@ -65,7 +65,12 @@ impl KnownPrimary {
     /// long as the fault lasts. After `voter_fresh` of continuous fencing we
     /// stop refreshing it: from then on our echo is frozen (so no lease can
     /// rest on it) and the ordinary timers let a majority elect.
-    pub fn stays_fenced(&mut self, lease_lost: bool, now: Millis, voter_fresh_ms: u64) -> bool {
+    pub(crate) fn stays_fenced(
+        &mut self,
+        lease_lost: bool,
+        now: Millis,
+        voter_fresh_ms: u64,
+    ) -> bool {
         if !lease_lost {
             self.fenced_since = None;
             if self.withdrawn {

@@ -23,7 +23,7 @@ mod known_primary;
 mod output;
 mod peers;
 mod primary;
-pub mod quorum;
+pub(crate) mod quorum;
 mod role;
 mod types;
 mod vote;
@@ -48,7 +48,7 @@ use role::RoleState;
 /// How far beyond the highest epoch this node knows a message may reach
 /// (§3.6). Epochs grow by one per election round; a million rounds is far
 /// more than any partition can produce (a minority does not stand, §6.6).
-pub const MAX_EPOCH_JUMP: u64 = 1_000_000;
+pub(crate) const MAX_EPOCH_JUMP: u64 = 1_000_000;
 
 /// Inputs to the core.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,10 +197,7 @@ impl Core {
 
     // ----- read-only accessors for the shell's /status -----
 
-    pub fn node_id(&self) -> &str {
-        &self.cfg.node_id
-    }
-    pub fn config(&self) -> &CoreConfig {
+    pub(crate) fn config(&self) -> &CoreConfig {
         &self.cfg
     }
     pub fn role(&self) -> Role {
@@ -209,7 +206,7 @@ impl Core {
     pub fn epoch(&self) -> u64 {
         self.state.epoch
     }
-    pub fn persisted(&self) -> &PersistedState {
+    pub(crate) fn persisted(&self) -> &PersistedState {
         &self.state
     }
     /// The primary this node recognises right now (None while it knows none,
@@ -220,16 +217,13 @@ impl Core {
     pub fn fenced(&self) -> bool {
         !self.target.current.writable()
     }
-    pub fn data_target(&self) -> &DataNodeTarget {
-        &self.target.current
-    }
-    pub fn peer_views(&self) -> impl Iterator<Item = (&str, &PeerView)> {
+    pub(crate) fn peer_views(&self) -> impl Iterator<Item = (&str, &PeerView)> {
         self.peers.iter_named()
     }
-    pub fn peer_alive(&self, view: &PeerView) -> bool {
+    pub(crate) fn peer_alive(&self, view: &PeerView) -> bool {
         view.alive(self.now, self.cfg.timings.down_after_ms)
     }
-    pub fn observation(&self) -> &Observation {
+    pub(crate) fn observation(&self) -> &Observation {
         &self.data.obs
     }
     /// The data-node generation the core has taken into account (§6.8):
@@ -238,11 +232,8 @@ impl Core {
     pub fn data_generation(&self) -> u64 {
         self.data.generation
     }
-    pub fn switchover_target(&self) -> Option<&str> {
-        self.role.switchover().map(|s| s.to.as_str())
-    }
     /// The cluster's majority (§6.1).
-    pub fn quorum(&self) -> Quorum {
+    pub(crate) fn quorum(&self) -> Quorum {
         self.cfg.quorum()
     }
 

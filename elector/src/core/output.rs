@@ -123,8 +123,8 @@ pub struct Persist {
 /// durable; dropped if a write fails.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gated {
-    pub after: u64,
-    pub actions: Vec<Action>,
+    pub(crate) after: u64,
+    pub(crate) actions: Vec<Action>,
 }
 
 /// One step's outputs, in the order the shell carries them out: `fences`,
@@ -136,33 +136,6 @@ pub struct Output {
     pub now: Vec<Action>,
     pub persist: Option<Persist>,
     pub gated: Option<Gated>,
-}
-
-impl Output {
-    /// Every action of this step in the order it may leave, the gated ones
-    /// last (for tests and traces; the shell must hold `gated`).
-    pub fn data_targets(&self) -> Vec<(u64, DataNodeTarget)> {
-        let fences = self.fences.iter().filter_map(|f| match f {
-            Fence::Apply { seq, target } => Some((*seq, (*target).into())),
-            Fence::Notify { .. } => None,
-        });
-        let grants = self
-            .now
-            .iter()
-            .chain(self.gated.iter().flat_map(|g| g.actions.iter()))
-            .filter_map(|a| match a {
-                Action::Apply { seq, target } => Some((*seq, target.clone().into())),
-                _ => None,
-            });
-        fences.chain(grants).collect()
-    }
-
-    /// The actions that may leave now and those that wait, in order.
-    pub fn actions(&self) -> impl Iterator<Item = &Action> {
-        self.now
-            .iter()
-            .chain(self.gated.iter().flat_map(|g| g.actions.iter()))
-    }
 }
 
 /// The shell's side of the gate: holds gated actions until their write is
@@ -194,12 +167,10 @@ impl Gate {
         self.held.clear();
     }
 
-    pub fn len(&self) -> usize {
+    /// Actions held (for tests).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.held.iter().map(|g| g.actions.len()).sum()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
     }
 }
 

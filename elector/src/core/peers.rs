@@ -9,18 +9,18 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Default)]
 pub struct PeerView {
     /// Last time any valid message arrived from this peer.
-    pub last_heard: Option<Millis>,
+    pub(crate) last_heard: Option<Millis>,
     /// The peer's last heartbeat.
-    pub last_hb: Option<Heartbeat>,
+    pub(crate) last_hb: Option<Heartbeat>,
 }
 
 impl PeerView {
     /// Alive = heard within `down_after` (protocol §4, DOWN detection).
-    pub fn alive(&self, now: Millis, down_after_ms: u64) -> bool {
+    pub(crate) fn alive(&self, now: Millis, down_after_ms: u64) -> bool {
         self.heard_within(now, down_after_ms)
     }
 
-    pub fn heard_within(&self, now: Millis, window_ms: u64) -> bool {
+    pub(crate) fn heard_within(&self, now: Millis, window_ms: u64) -> bool {
         self.last_heard
             .is_some_and(|t| now.saturating_sub(t) < window_ms)
     }
@@ -28,43 +28,43 @@ impl PeerView {
 
 /// All peers, in node-id order (deterministic iteration for the simulator).
 #[derive(Debug, Clone, Default)]
-pub struct Peers {
+pub(crate) struct Peers {
     views: BTreeMap<NodeId, PeerView>,
 }
 
 impl Peers {
-    pub fn new(ids: impl Iterator<Item = NodeId>) -> Peers {
+    pub(crate) fn new(ids: impl Iterator<Item = NodeId>) -> Peers {
         Peers {
             views: ids.map(|id| (id, PeerView::default())).collect(),
         }
     }
 
-    pub fn heard(&mut self, id: &str, now: Millis) {
+    pub(crate) fn heard(&mut self, id: &str, now: Millis) {
         if let Some(v) = self.views.get_mut(id) {
             v.last_heard = Some(now);
         }
     }
 
-    pub fn record_heartbeat(&mut self, id: &str, hb: Heartbeat) {
+    pub(crate) fn record_heartbeat(&mut self, id: &str, hb: Heartbeat) {
         if let Some(v) = self.views.get_mut(id) {
             v.last_hb = Some(hb);
         }
     }
 
-    pub fn get(&self, id: &str) -> Option<&PeerView> {
+    pub(crate) fn get(&self, id: &str) -> Option<&PeerView> {
         self.views.get(id)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &PeerView> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &PeerView> {
         self.views.values()
     }
 
-    pub fn iter_named(&self) -> impl Iterator<Item = (&str, &PeerView)> {
+    pub(crate) fn iter_named(&self) -> impl Iterator<Item = (&str, &PeerView)> {
         self.views.iter().map(|(k, v)| (k.as_str(), v))
     }
 
     /// Peers heard within `window_ms`.
-    pub fn count_heard_within(&self, now: Millis, window_ms: u64) -> usize {
+    pub(crate) fn count_heard_within(&self, now: Millis, window_ms: u64) -> usize {
         self.views
             .values()
             .filter(|v| v.heard_within(now, window_ms))

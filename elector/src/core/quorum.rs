@@ -3,7 +3,7 @@
 
 /// Where a candidacy stands after counting (raft-rs's `VoteResult`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum VoteResult {
+pub(crate) enum VoteResult {
     /// A majority granted its vote.
     Won,
     /// Refusals and silent peers leave fewer than a majority able to grant:
@@ -21,7 +21,7 @@ pub struct Quorum {
 }
 
 impl Quorum {
-    pub fn of(members: usize) -> Quorum {
+    pub(crate) fn of(members: usize) -> Quorum {
         Quorum { members }
     }
 
@@ -32,14 +32,14 @@ impl Quorum {
 
     /// Whether `count` members (this node included) are a majority: enough
     /// to stand (§6.6) or to hold a lease (§6.2).
-    pub fn is_reached(self, count: usize) -> bool {
+    pub(crate) fn is_reached(self, count: usize) -> bool {
         count >= self.size()
     }
 
     /// A candidacy's standing: `granted` votes (its own included), `refused`
     /// refusals, and `silent` peers that neither refused nor were heard within
     /// `down_after` (they will not vote in time).
-    pub fn vote_result(self, granted: usize, refused: usize, silent: usize) -> VoteResult {
+    pub(crate) fn vote_result(self, granted: usize, refused: usize, silent: usize) -> VoteResult {
         if self.is_reached(granted) {
             VoteResult::Won
         } else if !self.is_reached(self.members.saturating_sub(refused).saturating_sub(silent)) {

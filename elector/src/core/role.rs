@@ -15,33 +15,33 @@ use std::collections::BTreeSet;
 /// A candidacy in progress (§5.1).
 #[derive(Debug, Clone)]
 pub(super) struct Candidacy {
-    pub epoch: u64,
-    pub votes: BTreeSet<NodeId>,
-    pub rejects: BTreeSet<NodeId>,
-    pub deadline: Millis,
+    pub(crate) epoch: u64,
+    pub(crate) votes: BTreeSet<NodeId>,
+    pub(crate) rejects: BTreeSet<NodeId>,
+    pub(crate) deadline: Millis,
 }
 
 /// A planned handover (§8): draining on the primary, then waiting for the
 /// successor on the replica the old primary became.
 #[derive(Debug, Clone)]
 pub(super) struct Switchover {
-    pub to: NodeId,
-    pub deadline: Millis,
+    pub(crate) to: NodeId,
+    pub(crate) deadline: Millis,
     /// `Some(seq)` while draining (waiting for the fence `seq` to apply and
     /// the target to catch up); `None` once this node has resigned.
-    pub draining_fence_seq: Option<u64>,
+    pub(crate) draining_fence_seq: Option<u64>,
 }
 
 /// What only a primary has: its lease (§6.2) and a switchover it drains.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Leadership {
     /// No majority has echoed a stamp within the lease: writes refused.
-    pub fenced_by_lease: bool,
+    pub(crate) fenced_by_lease: bool,
     /// The lease was held at least once in this epoch (the first unfence
     /// after winning has reason `won_election`, later ones
     /// `quorum_regained`).
-    pub lease_held_once: bool,
-    pub switchover: Option<Switchover>,
+    pub(crate) lease_held_once: bool,
+    pub(crate) switchover: Option<Switchover>,
 }
 
 #[derive(Debug, Clone)]
@@ -52,11 +52,11 @@ pub(super) enum RoleState {
 }
 
 impl RoleState {
-    pub fn replica() -> RoleState {
+    pub(crate) fn replica() -> RoleState {
         RoleState::Replica { switchover: None }
     }
 
-    pub fn role(&self) -> Role {
+    pub(crate) fn role(&self) -> Role {
         match self {
             RoleState::Replica { .. } => Role::Replica,
             RoleState::Candidate(_) => Role::Candidate,
@@ -64,21 +64,21 @@ impl RoleState {
         }
     }
 
-    pub fn candidacy(&self) -> Option<&Candidacy> {
+    pub(crate) fn candidacy(&self) -> Option<&Candidacy> {
         match self {
             RoleState::Candidate(c) => Some(c),
             _ => None,
         }
     }
 
-    pub fn leadership(&self) -> Option<&Leadership> {
+    pub(crate) fn leadership(&self) -> Option<&Leadership> {
         match self {
             RoleState::Primary(l) => Some(l),
             _ => None,
         }
     }
 
-    pub fn leadership_mut(&mut self) -> Option<&mut Leadership> {
+    pub(crate) fn leadership_mut(&mut self) -> Option<&mut Leadership> {
         match self {
             RoleState::Primary(l) => Some(l),
             _ => None,
@@ -86,12 +86,12 @@ impl RoleState {
     }
 
     /// A primary whose lease lapsed (§6.2).
-    pub fn fenced_by_lease(&self) -> bool {
+    pub(crate) fn fenced_by_lease(&self) -> bool {
         self.leadership().is_some_and(|l| l.fenced_by_lease)
     }
 
     /// The switchover in progress, on the primary or after it resigned.
-    pub fn switchover(&self) -> Option<&Switchover> {
+    pub(crate) fn switchover(&self) -> Option<&Switchover> {
         match self {
             RoleState::Replica { switchover } => switchover.as_ref(),
             RoleState::Primary(l) => l.switchover.as_ref(),
@@ -99,7 +99,7 @@ impl RoleState {
         }
     }
 
-    pub fn switchover_mut(&mut self) -> Option<&mut Switchover> {
+    pub(crate) fn switchover_mut(&mut self) -> Option<&mut Switchover> {
         match self {
             RoleState::Replica { switchover } => switchover.as_mut(),
             RoleState::Primary(l) => l.switchover.as_mut(),
@@ -107,7 +107,7 @@ impl RoleState {
         }
     }
 
-    pub fn take_switchover(&mut self) -> Option<Switchover> {
+    pub(crate) fn take_switchover(&mut self) -> Option<Switchover> {
         match self {
             RoleState::Replica { switchover } => switchover.take(),
             RoleState::Primary(l) => l.switchover.take(),
@@ -116,7 +116,7 @@ impl RoleState {
     }
 
     /// The replica this role becomes: a switchover in progress goes with it.
-    pub fn demoted(&mut self) -> RoleState {
+    pub(crate) fn demoted(&mut self) -> RoleState {
         RoleState::Replica {
             switchover: self.take_switchover(),
         }
@@ -124,7 +124,7 @@ impl RoleState {
 
     /// The only place a role changes: swaps in `next` and returns the notice
     /// that says so, with its machine-readable reason.
-    pub fn transition(
+    pub(crate) fn transition(
         &mut self,
         next: RoleState,
         epoch: u64,

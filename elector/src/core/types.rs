@@ -20,20 +20,20 @@ pub struct PersistedState {
     /// included). A node never votes in an epoch `<= voted_epoch` again.
     pub voted_epoch: u64,
     /// Whom it voted for in `voted_epoch` (for operators; not needed for safety).
-    pub voted_for: Option<NodeId>,
+    pub(crate) voted_for: Option<NodeId>,
     /// Epoch of the replication stream the data node last joined (§4.3).
     /// Durable so that a restarted elector neither undersells its data when
     /// voting (which could elect a candidate missing acknowledged writes)
     /// nor has to rediscover it.
     #[serde(default)]
-    pub data_epoch: u64,
+    pub(crate) data_epoch: u64,
     /// Highest stream epoch the data node *may* hold data from: set as soon
     /// as it is pointed at that stream, before the link is seen up. Voters
     /// judge candidates against this (an under-reported position could vote
     /// for a candidate missing acknowledged writes); candidates advertise
     /// only the confirmed `data_epoch`.
     #[serde(default)]
-    pub data_epoch_seen: u64,
+    pub(crate) data_epoch_seen: u64,
 }
 
 /// What the data node should be. The shell's adapter drives the real server
@@ -84,30 +84,30 @@ impl DataNodeTarget {
 /// The data node's state as last observed by the adapter.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observation {
-    pub reachable: bool,
+    pub(crate) reachable: bool,
     /// Replication offset (primary: master offset; replica: applied offset).
-    pub offset: Option<u64>,
+    pub(crate) offset: Option<u64>,
     /// Replica: the link to its upstream is up. Primary: always true.
-    pub link_up: bool,
+    pub(crate) link_up: bool,
     /// Sequence number of the last [`Action::ApplyDataNode`] the adapter has
     /// carried out successfully (0 before any).
-    pub applied_seq: u64,
+    pub(crate) applied_seq: u64,
     /// The offset read right after that apply: if the offset moves away from
     /// it, data from the new upstream may have arrived (§4.3).
-    pub offset_at_apply: Option<u64>,
+    pub(crate) offset_at_apply: Option<u64>,
     /// How many times the adapter has seen the data node come back as a
     /// different process (Redis `run_id`, kevy `process_id`) or with its
     /// position gone backwards. Each increase tells the core that whatever
     /// the data node held or was told before may be gone (§6.8); the adapter
     /// applies nothing but the start-up clamp until the core issues a new
     /// target.
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// The data node's process is not there at all (connection refused):
     /// unlike a slow node, whatever answers next may be a new process with
     /// other data, and replicas reconnecting to it on their own would copy
     /// that (kevy serves a full snapshot from an empty restarted node), so
     /// a primary in this state resigns at once (§6.8).
-    pub gone: bool,
+    pub(crate) gone: bool,
     /// How many times the adapter found the node it had made writable
     /// demoted by someone else, the same process still answering (the
     /// watchdog's clamp, an operator's `REPLICAOF`). Its data is intact, so
@@ -115,7 +115,7 @@ pub struct Observation {
     /// a target issued after the demotion, so the core re-decides (lease
     /// first) instead of the adapter replaying a decision from before it
     /// (§6.4.1).
-    pub overridden: u64,
+    pub(crate) overridden: u64,
 }
 
 /// Machine-readable cause of a role change or fence change (issue 3 §1).
@@ -144,7 +144,7 @@ pub enum Reason {
 }
 
 impl Reason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Reason::Startup => "startup",
             Reason::PeerTimeout => "peer_timeout",

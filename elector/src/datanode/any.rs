@@ -8,14 +8,14 @@ use crate::core::DataNodeTarget;
 
 /// The adapter of either backend (boxed: one lives per process, and the
 /// kevy adapter carries much more state than the Redis one).
-pub enum AnyNode {
+pub(crate) enum AnyNode {
     Kevy(Box<KevyNode>),
     Redis(Box<RedisNode>),
 }
 
 impl AnyNode {
     /// This node's adapter, or `None` on a witness (no data node, §4.5).
-    pub fn from_config(config: &Config) -> Option<AnyNode> {
+    pub(crate) fn from_config(config: &Config) -> Option<AnyNode> {
         let dn = config.data_node.as_ref()?;
         Some(match dn.kind {
             DataNodeKind::Kevy => AnyNode::Kevy(Box::new(
@@ -43,7 +43,7 @@ impl AnyNode {
 /// primary they no longer vouch for). Data replicas only: as many as a
 /// primary holding its lease has even when every witness supports it, so
 /// a legitimate primary is never fenced by it.
-pub fn write_quorum(config: &Config) -> u64 {
+pub(crate) fn write_quorum(config: &Config) -> u64 {
     config.core_config(0).dead_man_replicas() as u64
 }
 

@@ -31,14 +31,14 @@ pub struct ReplicationInfo {
 /// The Redis settings the fence relies on, read with `CONFIG GET`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RedisSettings {
-    pub min_replicas_to_write: u64,
-    pub min_replicas_max_lag: u64,
-    pub replica_read_only: bool,
+    pub(crate) min_replicas_to_write: u64,
+    pub(crate) min_replicas_max_lag: u64,
+    pub(crate) replica_read_only: bool,
 }
 
 impl RedisSettings {
     /// Parses the flat `CONFIG GET` reply (name, value, name, value …).
-    pub fn parse(pairs: &[String]) -> Option<RedisSettings> {
+    pub(crate) fn parse(pairs: &[String]) -> Option<RedisSettings> {
         let get = |name: &str| {
             pairs
                 .chunks(2)
@@ -55,7 +55,7 @@ impl RedisSettings {
 
 /// The identity field of `INFO server`: `run_id` (Redis) or `process_id`
 /// (kevy, which has no run id).
-pub fn parse_identity(server_info: &str) -> Option<String> {
+pub(crate) fn parse_identity(server_info: &str) -> Option<String> {
     let mut pid = None;
     for line in server_info.lines() {
         match line.trim().split_once(':') {
@@ -88,11 +88,11 @@ fn online_replica_ack(value: &str) -> Option<u64> {
 }
 
 impl ReplicationInfo {
-    pub fn is_master(&self) -> bool {
+    pub(crate) fn is_master(&self) -> bool {
         self.role == "master"
     }
 
-    pub fn parse(text: &str) -> Result<ReplicationInfo, DataNodeError> {
+    pub(crate) fn parse(text: &str) -> Result<ReplicationInfo, DataNodeError> {
         let mut info = ReplicationInfo::default();
         let (mut master_offset, mut slave_offset) = (None, None);
         for line in text.lines() {
@@ -125,7 +125,7 @@ impl ReplicationInfo {
     }
 
     /// Whether this replica points at `host:port`.
-    pub fn follows(&self, host: &str, port: u16) -> bool {
+    pub(crate) fn follows(&self, host: &str, port: u16) -> bool {
         self.role == "slave"
             && self.master_host.as_deref() == Some(host)
             && self.master_port == Some(port)
@@ -135,29 +135,29 @@ impl ReplicationInfo {
 /// The primary a replica was last pointed at: its configured address and
 /// the resolved address given to `REPLICAOF` (both backends keep one).
 #[derive(Debug, Clone, Default)]
-pub struct Upstream(Option<(String, String, u16)>);
+pub(crate) struct Upstream(Option<(String, String, u16)>);
 
 impl Upstream {
-    pub fn set(&mut self, configured: &str, host: String, port: u16) {
+    pub(crate) fn set(&mut self, configured: &str, host: String, port: u16) {
         self.0 = Some((configured.to_string(), host, port));
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.0 = None;
     }
 
     /// Whether we were last told to follow the primary configured as `addr`.
-    pub fn is_following(&self, addr: &str) -> bool {
+    pub(crate) fn is_following(&self, addr: &str) -> bool {
         self.0.as_ref().is_some_and(|(a, _, _)| a == addr)
     }
 
     /// The resolved address given to `REPLICAOF`, if any.
-    pub fn address(&self) -> Option<(String, u16)> {
+    pub(crate) fn address(&self) -> Option<(String, u16)> {
         self.0.as_ref().map(|(_, h, p)| (h.clone(), *p))
     }
 
     /// Whether `info` shows the replica following the primary configured as `addr`.
-    pub fn satisfies(&self, addr: &str, info: &ReplicationInfo) -> bool {
+    pub(crate) fn satisfies(&self, addr: &str, info: &ReplicationInfo) -> bool {
         self.0
             .as_ref()
             .is_some_and(|(a, h, p)| a == addr && info.follows(h, *p))
@@ -165,13 +165,13 @@ impl Upstream {
 }
 
 /// A lazily (re)connected client.
-pub struct RespClient {
+pub(crate) struct RespClient {
     url: String,
     conn: Option<MultiplexedConnection>,
 }
 
 impl RespClient {
-    pub fn new(address: &str, password: Option<&str>) -> RespClient {
+    pub(crate) fn new(address: &str, password: Option<&str>) -> RespClient {
         let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
         RespClient {
             url: format!("redis://{auth}{address}/"),
@@ -201,7 +201,7 @@ impl RespClient {
 
     /// Runs one command; a transport failure drops the connection so the
     /// next call reconnects.
-    pub async fn call<T: redis::FromRedisValue>(
+    pub(crate) async fn call<T: redis::FromRedisValue>(
         &mut self,
         args: &[&str],
     ) -> Result<T, DataNodeError> {
@@ -228,14 +228,14 @@ impl RespClient {
     }
 
     /// `REPLICAOF host port`.
-    pub async fn replicaof(&mut self, host: &str, port: u16) -> Result<(), DataNodeError> {
+    pub(crate) async fn replicaof(&mut self, host: &str, port: u16) -> Result<(), DataNodeError> {
         self.call::<String>(&["REPLICAOF", host, &port.to_string()])
             .await
             .map(drop)
     }
 
     /// `REPLICAOF NO ONE`: become a primary.
-    pub async fn promote(&mut self) -> Result<(), DataNodeError> {
+    pub(crate) async fn promote(&mut self) -> Result<(), DataNodeError> {
         self.call::<String>(&["REPLICAOF", "NO", "ONE"])
             .await
             .map(drop)
@@ -243,7 +243,7 @@ impl RespClient {
 
     /// `INFO server` (for the identity) then `INFO replication`: kevy
     /// answers only the first section of a multi-section INFO.
-    pub async fn replication_info(&mut self) -> Result<ReplicationInfo, DataNodeError> {
+    pub(crate) async fn replication_info(&mut self) -> Result<ReplicationInfo, DataNodeError> {
         let server: String = self.call(&["INFO", "server"]).await?;
         let text: String = self.call(&["INFO", "replication"]).await?;
         let mut info = ReplicationInfo::parse(&text)?;

@@ -57,7 +57,7 @@ const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
 
 /// The nudge: deletes a key reserved for it, which never exists, so it
 /// changes no data; kevy replicates it all the same (one frame).
-pub const ACK_NUDGE: [&str; 2] = ["DEL", "__elector_ack_nudge__"];
+pub(crate) const ACK_NUDGE: [&str; 2] = ["DEL", "__elector_ack_nudge__"];
 
 /// At most one nudge per this long: a replica acknowledges a frame only
 /// 100 ms after its last acknowledgement, and the primary's INFO shows an
@@ -96,7 +96,11 @@ pub struct KevyNode {
 }
 
 impl KevyNode {
-    pub fn new(address: &str, password: Option<&str>, replication_port_offset: u16) -> KevyNode {
+    pub(crate) fn new(
+        address: &str,
+        password: Option<&str>,
+        replication_port_offset: u16,
+    ) -> KevyNode {
         KevyNode {
             client: RespClient::new(address, password),
             password: password.map(str::to_string),
@@ -117,7 +121,7 @@ impl KevyNode {
 
     /// Whether to nudge lagging replicas into acknowledging while this node
     /// is the writable primary (`data_node.ack_nudge`; off unless set).
-    pub fn with_ack_nudge(mut self, on: bool) -> KevyNode {
+    pub(crate) fn with_ack_nudge(mut self, on: bool) -> KevyNode {
         self.ack_nudge = on;
         self
     }
@@ -182,7 +186,7 @@ impl KevyNode {
     }
 
     /// Whether to abort hanging connects on a retarget (`data_node.abort_stale_connects`).
-    pub fn with_abort_stale_connects(mut self, on: bool) -> KevyNode {
+    pub(crate) fn with_abort_stale_connects(mut self, on: bool) -> KevyNode {
         self.abort_stale_connects = on;
         self
     }

@@ -10,9 +10,9 @@ pub mod driver;
 mod info;
 mod kevy;
 mod redis_node;
-pub mod stale_connect;
+pub(crate) mod stale_connect;
 
-pub use any::{write_quorum, AnyNode};
+pub(crate) use any::AnyNode;
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
 pub use redis_node::RedisNode;
@@ -25,7 +25,7 @@ use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 
 /// Per-command timeout: a data node slower than this counts as unreachable.
-pub const COMMAND_TIMEOUT: Duration = Duration::from_millis(1_000);
+pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_millis(1_000);
 /// The address a fenced or isolated node "replicates" from: nothing listens
 /// there, so the node stays a read-only replica and keeps its data.
 pub const NOWHERE: (&str, u16) = ("127.0.0.1", 1);
@@ -45,7 +45,7 @@ pub enum DataNodeError {
 }
 
 /// One backend (kevy or Redis).
-pub trait DataNodeAdapter: Send + 'static {
+pub(crate) trait DataNodeAdapter: Send + 'static {
     fn kind(&self) -> &'static str;
     /// Reads `INFO server` and `INFO replication` (and, for Redis, the
     /// fence settings), fresh from the server.
@@ -75,23 +75,23 @@ pub trait DataNodeAdapter: Send + 'static {
 #[derive(Debug, Clone, Default)]
 pub struct DataNodeReport {
     pub obs: Observation,
-    pub info: Option<ReplicationInfo>,
-    pub error: Option<String>,
+    pub(crate) info: Option<ReplicationInfo>,
+    pub(crate) error: Option<String>,
     /// A fence target was applied in this round: how long after it was
     /// issued (exported as `elector_fence_apply_seconds`, protocol §6.2.1).
-    pub fence_applied_after: Option<Duration>,
+    pub(crate) fence_applied_after: Option<Duration>,
     /// Hanging replication connects aborted in this round (kevy), and why
     /// one could not be.
-    pub aborts: stale_connect::AbortTally,
+    pub(crate) aborts: stale_connect::AbortTally,
     /// Acknowledgement nudges sent to lagging replicas in this round (kevy).
-    pub ack_nudges: u64,
+    pub(crate) ack_nudges: u64,
 }
 
 /// Drives `adapter` with the pure [`Driver`]: applies the latest target,
 /// polls every `poll`, and sends a report after each round. The rules (fence
 /// before read, blind fence, restart vs demotion) are the driver's; this
 /// task only carries out its commands, with the backend's timeouts.
-pub async fn run<A: DataNodeAdapter>(
+pub(crate) async fn run<A: DataNodeAdapter>(
     mut adapter: A,
     mut targets: watch::Receiver<(u64, u64, DataNodeTarget)>,
     reports: mpsc::Sender<DataNodeReport>,
@@ -148,7 +148,7 @@ pub async fn run<A: DataNodeAdapter>(
 }
 
 /// Resolves `host:port` to an IP (kevy's REPLICAOF wants an address).
-pub async fn resolve(addr: &str) -> Result<(String, u16), DataNodeError> {
+pub(crate) async fn resolve(addr: &str) -> Result<(String, u16), DataNodeError> {
     let mut found = tokio::net::lookup_host(addr)
         .await
         .map_err(|_| DataNodeError::Resolve(addr.to_string()))?;

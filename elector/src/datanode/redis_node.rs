@@ -33,7 +33,7 @@ pub struct RedisNode {
 }
 
 impl RedisNode {
-    pub fn new(
+    pub(crate) fn new(
         address: &str,
         password: Option<&str>,
         write_quorum: u64,

@@ -28,17 +28,17 @@ use tokio::sync::watch;
 /// kevy to have read the command and told the thread to stop (an abort
 /// before that only makes the thread sleep its 250 ms backoff and dial
 /// again), short enough to be lost in the failover's noise.
-pub const FIRST_ABORT_AFTER: Duration = Duration::from_millis(20);
+pub(crate) const FIRST_ABORT_AFTER: Duration = Duration::from_millis(20);
 /// Further aborts while the command is still outstanding: just over kevy's
 /// 250 ms reconnect backoff, so a thread that dialled again is caught.
-pub const ABORT_AGAIN_EVERY: Duration = Duration::from_millis(300);
+pub(crate) const ABORT_AGAIN_EVERY: Duration = Duration::from_millis(300);
 /// Aborts per command at most (the command's own timeout ends it sooner).
-pub const MAX_ABORTS: u32 = 4;
+pub(crate) const MAX_ABORTS: u32 = 4;
 /// `ss` itself answers in milliseconds; one stuck must not hold the adapter.
 const SS_TIMEOUT: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
-pub enum AbortError {
+pub(crate) enum AbortError {
     #[error("`{0}` is not an IP address (the replication address kevy follows)")]
     NotAnAddress(String),
     #[error("cannot run `ss` (iproute2): {0}")]
@@ -55,7 +55,7 @@ pub enum AbortError {
 /// The `ss` arguments that abort this host's TCP connects, still in
 /// `SYN-SENT`, to `host:port`. IPv6 addresses are bracketed, as `ss`'s
 /// filter grammar wants.
-pub fn ss_abort_args(host: &str, port: u16) -> Result<Vec<String>, AbortError> {
+pub(crate) fn ss_abort_args(host: &str, port: u16) -> Result<Vec<String>, AbortError> {
     let ip: IpAddr = host
         .parse()
         .map_err(|_| AbortError::NotAnAddress(host.to_string()))?;
@@ -74,7 +74,7 @@ pub fn ss_abort_args(host: &str, port: u16) -> Result<Vec<String>, AbortError> {
 
 /// Reads what `ss -K` printed: one line per aborted socket on stdout; the
 /// kernel's refusal (`SOCK_DESTROY answers: ...`) on stderr, with exit 0.
-pub fn parse_ss_output(stdout: &str, stderr: &str) -> Result<usize, AbortError> {
+pub(crate) fn parse_ss_output(stdout: &str, stderr: &str) -> Result<usize, AbortError> {
     if let Some(line) = stderr.lines().find(|l| l.contains("SOCK_DESTROY")) {
         let why = line.split_once(':').map_or(line, |(_, w)| w).trim();
         return Err(AbortError::Refused(why.to_string()));
@@ -83,7 +83,7 @@ pub fn parse_ss_output(stdout: &str, stderr: &str) -> Result<usize, AbortError> 
 }
 
 /// Aborts connects in `SYN-SENT` to `host:port`; returns how many.
-pub async fn abort_connects_to(host: &str, port: u16) -> Result<usize, AbortError> {
+pub(crate) async fn abort_connects_to(host: &str, port: u16) -> Result<usize, AbortError> {
     let args = ss_abort_args(host, port)?;
     let run = Command::new("ss").args(&args).kill_on_drop(true).output();
     let out = tokio::time::timeout(SS_TIMEOUT, run)
@@ -105,9 +105,9 @@ pub async fn abort_connects_to(host: &str, port: u16) -> Result<usize, AbortErro
 
 /// What the aborts did over the life of one command.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct AbortTally {
-    pub aborted: usize,
-    pub error: Option<AbortError>,
+pub(crate) struct AbortTally {
+    pub(crate) aborted: usize,
+    pub(crate) error: Option<AbortError>,
 }
 
 /// Aborts connects to `host:port` after [`FIRST_ABORT_AFTER`] and again
@@ -115,7 +115,7 @@ pub struct AbortTally {
 /// turns true: the kevy command it unblocks has answered. An abort already
 /// running when that happens is finished and counted (it is usually what
 /// made the command answer).
-pub async fn abort_until_done(
+pub(crate) async fn abort_until_done(
     host: String,
     port: u16,
     mut done: watch::Receiver<bool>,

@@ -12,9 +12,9 @@ use thiserror::Error;
 /// Caps applied while decoding. Election frames are tiny (a handful of short
 /// fields), so the defaults are generous yet still small.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub max_array_len: usize,
-    pub max_bulk_len: usize,
+pub(crate) struct Limits {
+    pub(crate) max_array_len: usize,
+    pub(crate) max_bulk_len: usize,
 }
 
 impl Default for Limits {
@@ -29,7 +29,7 @@ impl Default for Limits {
 /// Why a byte stream is not a valid frame. Any of these ends the connection it
 /// came from; nothing else is affected.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum DecodeError {
+pub(crate) enum DecodeError {
     #[error("expected '{expected}' but found byte 0x{found:02x}")]
     UnexpectedByte { expected: char, found: u8 },
     #[error("length prefix is not a decimal number")]
@@ -48,7 +48,7 @@ pub enum DecodeError {
 
 /// Short name of the error, for metrics labels (`messages_rejected{reason}`).
 impl DecodeError {
-    pub fn label(&self) -> &'static str {
+    pub(crate) fn label(&self) -> &'static str {
         match self {
             DecodeError::UnexpectedByte { .. } => "bad_type",
             DecodeError::BadLength | DecodeError::LengthLineTooLong => "bad_length",
@@ -61,13 +61,13 @@ impl DecodeError {
 }
 
 /// One decoded frame (its fields) and how many bytes of input it used.
-pub type Frame = (Vec<Vec<u8>>, usize);
+pub(crate) type Frame = (Vec<Vec<u8>>, usize);
 
 /// Decodes one frame from the front of `buf`.
 ///
 /// Returns `Ok(None)` when `buf` holds only a prefix of a valid frame (read
 /// more bytes and call again), or `Ok(Some((fields, consumed)))`.
-pub fn decode(buf: &[u8], limits: &Limits) -> Result<Option<Frame>, DecodeError> {
+pub(crate) fn decode(buf: &[u8], limits: &Limits) -> Result<Option<Frame>, DecodeError> {
     let mut pos = 0;
     let Some(count) = read_length_line(buf, &mut pos, b'*')? else {
         return Ok(None);
@@ -137,7 +137,7 @@ fn read_length_line(buf: &[u8], pos: &mut usize, prefix: u8) -> Result<Option<i6
 }
 
 /// Appends one frame (array of bulk strings) to `out`.
-pub fn encode(fields: &[&[u8]], out: &mut Vec<u8>) {
+pub(crate) fn encode(fields: &[&[u8]], out: &mut Vec<u8>) {
     out.extend_from_slice(format!("*{}\r\n", fields.len()).as_bytes());
     for field in fields {
         out.extend_from_slice(format!("${}\r\n", field.len()).as_bytes());

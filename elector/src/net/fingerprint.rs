@@ -20,16 +20,16 @@ use std::fmt;
 use crate::core::Timings;
 
 /// Longest fingerprint accepted from the wire.
-pub const MAX_FINGERPRINT_LEN: usize = 64;
+pub(crate) const MAX_FINGERPRINT_LEN: usize = 64;
 
 /// The parts of a configuration peers must share.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fingerprint {
     /// First 8 bytes of SHA-256 over the sorted member ids, in hex.
-    pub members: String,
-    pub hb_interval_ms: u64,
-    pub down_after_ms: u64,
-    pub fence_margin_ms: u64,
+    pub(crate) members: String,
+    pub(crate) hb_interval_ms: u64,
+    pub(crate) down_after_ms: u64,
+    pub(crate) fence_margin_ms: u64,
 }
 
 impl Fingerprint {
@@ -68,7 +68,7 @@ impl Fingerprint {
     }
 
     /// Parses the wire form; `None` for anything malformed.
-    pub fn parse(s: &str) -> Option<Self> {
+    pub(crate) fn parse(s: &str) -> Option<Self> {
         if s.len() > MAX_FINGERPRINT_LEN {
             return None;
         }
@@ -89,7 +89,7 @@ impl Fingerprint {
 
     /// What differs between ours (`self`) and a peer's, for the refusal
     /// message; empty when they agree.
-    pub fn differences(&self, theirs: &Fingerprint) -> Vec<String> {
+    pub(crate) fn differences(&self, theirs: &Fingerprint) -> Vec<String> {
         let mut out = vec![];
         if self.members != theirs.members {
             out.push("the member ids differ".to_string());

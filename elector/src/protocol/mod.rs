@@ -12,16 +12,16 @@ use std::fmt;
 pub use self::wire::MessageError;
 
 /// Operator-chosen node identity: ASCII, at most 32 bytes (protocol §2).
-pub type NodeId = String;
+pub(crate) type NodeId = String;
 
 /// Longest node id the protocol accepts.
-pub const MAX_NODE_ID_LEN: usize = 32;
+pub(crate) const MAX_NODE_ID_LEN: usize = 32;
 /// The largest epoch any message may carry (§3.6): far beyond what elections
 /// can reach (one per round), far below where `epoch + 1` could wrap.
 pub const MAX_EPOCH: u64 = 1 << 48;
 /// The largest number any field may carry (offsets, stamps, echoes):
 /// arithmetic on them (`echo + lease`) can never overflow.
-pub const MAX_WIRE_NUMBER: u64 = 1 << 62;
+pub(crate) const MAX_WIRE_NUMBER: u64 = 1 << 62;
 
 /// A node's self-perceived role, as carried in heartbeats and `/status`.
 #[derive(
@@ -36,9 +36,9 @@ pub enum Role {
 
 impl Role {
     /// All roles, in the order metrics list them.
-    pub const ALL: [Role; 3] = [Role::Primary, Role::Replica, Role::Candidate];
+    pub(crate) const ALL: [Role; 3] = [Role::Primary, Role::Replica, Role::Candidate];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Role::Replica => "replica",
             Role::Candidate => "candidate",
@@ -81,7 +81,7 @@ pub enum RejectReason {
 }
 
 impl RejectReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RejectReason::StaleEpoch => "stale_epoch",
             RejectReason::AlreadyVoted => "already_voted",
@@ -185,7 +185,7 @@ pub enum Message {
 
 impl Message {
     /// Message type name, for logs and metrics labels.
-    pub fn kind(&self) -> &'static str {
+    pub(crate) fn kind(&self) -> &'static str {
         match self {
             Message::Hello { .. } => "hello",
             Message::Hb(_) => "hb",
@@ -200,7 +200,7 @@ impl Message {
     /// The node this message claims to come from, when it names one. The
     /// transport checks it against the connection's HELLO so a peer cannot
     /// speak for another.
-    pub fn claimed_sender(&self) -> Option<&str> {
+    pub(crate) fn claimed_sender(&self) -> Option<&str> {
         match self {
             Message::Hello { node_id, .. } => Some(node_id),
             Message::Hb(hb) => Some(&hb.node_id),
@@ -213,7 +213,7 @@ impl Message {
 
     /// The highest epoch the message claims (any epoch field), for the
     /// core's bound on epoch jumps (§3.6).
-    pub fn highest_epoch(&self) -> u64 {
+    pub(crate) fn highest_epoch(&self) -> u64 {
         match self {
             Message::Hello { .. } => 0,
             Message::Hb(hb) => hb.epoch.max(hb.max_epoch).max(hb.data_epoch),
@@ -230,13 +230,13 @@ impl Message {
     }
 
     /// Messages an outbound queue must never drop in favour of heartbeats.
-    pub fn is_election_critical(&self) -> bool {
+    pub(crate) fn is_election_critical(&self) -> bool {
         !matches!(self, Message::Hb(_))
     }
 }
 
 /// Validates a node id (protocol §2): 1..=32 printable ASCII bytes, no spaces.
-pub fn valid_node_id(id: &str) -> bool {
+pub(crate) fn valid_node_id(id: &str) -> bool {
     !id.is_empty() && id.len() <= MAX_NODE_ID_LEN && id.bytes().all(|b| b.is_ascii_graphic())
 }
 

@@ -32,7 +32,7 @@ use super::status::{StatusSnapshot, TRANSITION_REASONS};
 
 /// Rejection reasons that always appear (as 0) so alerts can be written
 /// against series that exist before the first rejection.
-pub const KNOWN_REJECT_REASONS: &[&str] = &[
+pub(crate) const KNOWN_REJECT_REASONS: &[&str] = &[
     "bad_tag",
     "missing_tag",
     "replay",
@@ -47,7 +47,7 @@ pub const KNOWN_REJECT_REASONS: &[&str] = &[
 
 /// Why election connections were closed (docs/protocol.md §3.2), always
 /// present (as 0) under `elector_connections_closed_total{reason}`.
-pub const KNOWN_CLOSE_REASONS: &[&str] = &[
+pub(crate) const KNOWN_CLOSE_REASONS: &[&str] = &[
     "idle",
     "peer_silent",
     "write_stalled",
@@ -61,7 +61,7 @@ pub const KNOWN_CLOSE_REASONS: &[&str] = &[
 
 /// Hook outcomes counted under `elector_hooks_run_total{event,outcome}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookOutcome {
+pub(crate) enum HookOutcome {
     Ok,
     Failed,
     TimedOut,
@@ -70,7 +70,7 @@ pub enum HookOutcome {
 }
 
 impl HookOutcome {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             HookOutcome::Ok => "ok",
             HookOutcome::Failed => "failed",
@@ -115,37 +115,37 @@ impl Metrics {
         }
     }
 
-    pub fn election_started(&self) {
+    pub(crate) fn election_started(&self) {
         self.counters.elections_started.inc();
     }
 
-    pub fn election_won(&self) {
+    pub(crate) fn election_won(&self) {
         self.counters.elections_won.inc();
     }
 
-    pub fn election_lost(&self) {
+    pub(crate) fn election_lost(&self) {
         self.counters.elections_lost.inc();
     }
 
-    pub fn data_node_error(&self) {
+    pub(crate) fn data_node_error(&self) {
         self.counters.data_node_errors.inc();
     }
 
     /// kevy: `aborted` hanging connects were cut on a retarget; `failed` when
     /// the abort itself could not be made.
-    pub fn stale_connects(&self, aborted: usize, failed: bool) {
+    pub(crate) fn stale_connects(&self, aborted: usize, failed: bool) {
         self.counters.stale_connects_aborted.inc_by(aborted as u64);
         if failed {
             self.counters.stale_connect_abort_failures.inc();
         }
     }
 
-    pub fn ack_nudges(&self, sent: u64) {
+    pub(crate) fn ack_nudges(&self, sent: u64) {
         self.counters.ack_nudges.inc_by(sent);
     }
 
     /// A fence reached the data node `after` it was decided.
-    pub fn fence_applied(&self, after: std::time::Duration) {
+    pub(crate) fn fence_applied(&self, after: std::time::Duration) {
         let secs = after.as_secs_f64();
         let c = &self.counters;
         c.fence_applies.inc();
@@ -158,7 +158,7 @@ impl Metrics {
     }
 
     /// A valid message of `kind` (`HB`, `OFFER`, ...) was received.
-    pub fn message_in(&self, kind: &'static str) {
+    pub(crate) fn message_in(&self, kind: &'static str) {
         self.counters
             .messages_in
             .get_or_create(&ByType { r#type: kind })
@@ -166,7 +166,7 @@ impl Metrics {
     }
 
     /// A message of `kind` was sent.
-    pub fn message_out(&self, kind: &'static str) {
+    pub(crate) fn message_out(&self, kind: &'static str) {
         self.counters
             .messages_out
             .get_or_create(&ByType { r#type: kind })
@@ -174,7 +174,7 @@ impl Metrics {
     }
 
     /// A message was dropped; `reason` is snake case (`bad_tag`, `replay`, ...).
-    pub fn message_rejected(&self, reason: &'static str) {
+    pub(crate) fn message_rejected(&self, reason: &'static str) {
         self.rejected_reasons
             .lock()
             // A poisoned lock only means another thread panicked while
@@ -189,15 +189,16 @@ impl Metrics {
 
     /// An election connection was closed for `reason` (see
     /// [`KNOWN_CLOSE_REASONS`]).
-    pub fn connection_closed(&self, reason: &'static str) {
+    pub(crate) fn connection_closed(&self, reason: &'static str) {
         self.counters
             .connections_closed
             .get_or_create(&ByReason { reason })
             .inc();
     }
 
-    /// Election connections closed for `reason` so far.
-    pub fn closed_count(&self, reason: &'static str) -> u64 {
+    /// Election connections closed for `reason` so far (for tests).
+    #[cfg(test)]
+    pub(crate) fn closed_count(&self, reason: &'static str) -> u64 {
         self.counters
             .connections_closed
             .get(&ByReason { reason })
@@ -205,14 +206,14 @@ impl Metrics {
     }
 
     /// A role transition happened for `reason` (see `status::TRANSITION_REASONS`).
-    pub fn transition(&self, reason: &'static str) {
+    pub(crate) fn transition(&self, reason: &'static str) {
         self.counters
             .transitions
             .get_or_create(&ByReason { reason })
             .inc();
     }
 
-    pub fn hook_run(&self, event: &'static str, outcome: HookOutcome) {
+    pub(crate) fn hook_run(&self, event: &'static str, outcome: HookOutcome) {
         self.counters
             .hooks_run
             .get_or_create(&ByHook {
@@ -222,8 +223,9 @@ impl Metrics {
             .inc();
     }
 
-    /// Count of hook runs for (event, outcome); for tests and the CLI.
-    pub fn hook_count(&self, event: &'static str, outcome: HookOutcome) -> u64 {
+    /// Count of hook runs for (event, outcome) (for tests).
+    #[cfg(test)]
+    pub(crate) fn hook_count(&self, event: &'static str, outcome: HookOutcome) -> u64 {
         self.counters
             .hooks_run
             .get(&ByHook {
@@ -254,7 +256,7 @@ impl Metrics {
 
     /// The Prometheus text exposition (format 0.0.4) of every counter and of
     /// the gauges `status` determines, each series labelled with the node.
-    pub fn render(&self, status: &StatusSnapshot) -> String {
+    pub(crate) fn render(&self, status: &StatusSnapshot) -> String {
         let node = (Cow::Borrowed("node"), Cow::Owned(status.node_id.clone()));
         let mut registry = Registry::with_labels(std::iter::once(node));
         status_gauges::register(&mut registry, status);

@@ -66,11 +66,11 @@ const EVENT_BUFFER: usize = 64;
 
 /// A node as clients should reach it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NodeAddr {
-    pub id: String,
-    pub host: String,
+pub(crate) struct NodeAddr {
+    pub(crate) id: String,
+    pub(crate) host: String,
     /// Data node client port.
-    pub port: u16,
+    pub(crate) port: u16,
 }
 
 /// The elector's view of the cluster, as Sentinel would describe it.
@@ -78,16 +78,16 @@ pub struct NodeAddr {
 pub struct ClusterView {
     /// The Sentinel master name (`cluster_name`, default `mymaster`).
     pub master_name: String,
-    pub epoch: u64,
+    pub(crate) epoch: u64,
     /// The current writable primary, if any.
-    pub primary: Option<NodeAddr>,
+    pub(crate) primary: Option<NodeAddr>,
     /// Every other data node, with whether it is up and replicating.
-    pub replicas: Vec<(NodeAddr, bool)>,
+    pub(crate) replicas: Vec<(NodeAddr, bool)>,
     /// Other electors' Sentinel-compatible listeners (`SENTINEL sentinels`,
     /// `num-other-sentinels`); may be empty.
-    pub sentinels: Vec<NodeAddr>,
-    pub quorum: usize,
-    pub down_after_ms: u64,
+    pub(crate) sentinels: Vec<NodeAddr>,
+    pub(crate) quorum: usize,
+    pub(crate) down_after_ms: u64,
 }
 
 /// Stable 40-hex-digit run id for a node id.
@@ -134,7 +134,7 @@ impl Shared {
 
 /// Serves Sentinel clients on `listener` until `shutdown` completes. `node_id`
 /// is this elector's id (its `SENTINEL myid` is derived from it).
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     node_id: String,
     view: watch::Receiver<ClusterView>,

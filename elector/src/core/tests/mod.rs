@@ -42,7 +42,7 @@ pub(super) fn config(me: &str) -> CoreConfig {
 
 /// One node as the shell runs it.
 pub(super) struct Node {
-    pub core: Core,
+    pub(crate) core: Core,
     gate: Gate,
 }
 
@@ -50,25 +50,25 @@ pub(super) struct Node {
 /// once or were released by a durable write, and the write it asked for.
 #[derive(Debug)]
 pub(super) struct Step {
-    pub fences: Vec<Fence>,
-    pub left: Vec<Action>,
-    pub persist: Option<Persist>,
+    pub(crate) fences: Vec<Fence>,
+    pub(crate) left: Vec<Action>,
+    pub(crate) persist: Option<Persist>,
 }
 
 impl Node {
-    pub fn new(me: &str) -> Node {
+    pub(crate) fn new(me: &str) -> Node {
         Node {
             core: Core::new(config(me), PersistedState::default(), 0),
             gate: Gate::default(),
         }
     }
 
-    pub fn start(&mut self, t: Millis) -> Step {
+    pub(crate) fn start(&mut self, t: Millis) -> Step {
         let out = self.core.start(t);
         self.carry_out(out, Vec::new())
     }
 
-    pub fn handle(&mut self, t: Millis, event: Event) -> Step {
+    pub(crate) fn handle(&mut self, t: Millis, event: Event) -> Step {
         let released = match &event {
             Event::Persisted { seq } => self.gate.release(*seq),
             Event::PersistFailed { .. } => {
@@ -93,7 +93,7 @@ impl Node {
 
     /// Acknowledges outstanding writes and reports the data node settled in
     /// the current target (offset 10), as the shell would.
-    pub fn settle(&mut self, t: Millis) {
+    pub(crate) fn settle(&mut self, t: Millis) {
         let ob = &self.core.outbox;
         if ob.persist_seq > ob.durable_seq {
             let seq = ob.persist_seq;
@@ -104,7 +104,7 @@ impl Node {
     }
 
     /// Makes the step's write durable, if it asked for one.
-    pub fn persist_done(&mut self, t: Millis, step: &Step) -> Option<Step> {
+    pub(crate) fn persist_done(&mut self, t: Millis, step: &Step) -> Option<Step> {
         let seq = step.persist.as_ref()?.seq;
         Some(self.handle(t, Event::Persisted { seq }))
     }
@@ -112,7 +112,7 @@ impl Node {
 
 impl Step {
     /// Messages that left (heartbeats aside).
-    pub fn sends(&self) -> Vec<(&str, &Message)> {
+    pub(crate) fn sends(&self) -> Vec<(&str, &Message)> {
         self.left
             .iter()
             .filter_map(|a| match a {
@@ -125,7 +125,7 @@ impl Step {
     }
 
     /// Data-node targets handed to the adapter, fences first.
-    pub fn targets(&self) -> Vec<(u64, DataNodeTarget)> {
+    pub(crate) fn targets(&self) -> Vec<(u64, DataNodeTarget)> {
         let fences = self.fences.iter().filter_map(|f| match f {
             Fence::Apply { seq, target } => Some((*seq, DataNodeTarget::from(*target))),
             Fence::Notify { .. } => None,
@@ -137,7 +137,7 @@ impl Step {
         fences.chain(grants).collect()
     }
 
-    pub fn notices(&self) -> Vec<&Notice> {
+    pub(crate) fn notices(&self) -> Vec<&Notice> {
         self.left
             .iter()
             .filter_map(|a| match a {
@@ -147,7 +147,7 @@ impl Step {
             .collect()
     }
 
-    pub fn role_change(&self, reason: Reason) -> bool {
+    pub(crate) fn role_change(&self, reason: Reason) -> bool {
         self.notices()
             .iter()
             .any(|n| matches!(n, Notice::RoleChanged { reason: r, .. } if *r == reason))

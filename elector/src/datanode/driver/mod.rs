@@ -58,11 +58,11 @@ pub enum Step {
 #[derive(Debug, Clone, Default)]
 pub struct RoundReport {
     pub obs: Observation,
-    pub info: Option<ReplicationInfo>,
-    pub error: Option<String>,
+    pub(crate) info: Option<ReplicationInfo>,
+    pub(crate) error: Option<String>,
     /// A fence target was applied in this round, this long after it was
     /// first seen (`elector_fence_apply_seconds`, §6.2.1).
-    pub fence_applied_after_ms: Option<Millis>,
+    pub(crate) fence_applied_after_ms: Option<Millis>,
 }
 
 /// The driver's memory of the data node between rounds.

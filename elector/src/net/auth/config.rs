@@ -24,7 +24,8 @@ pub enum AuthMode {
 pub struct Secret(String);
 
 impl Secret {
-    pub fn new(s: impl Into<String>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(s: impl Into<String>) -> Self {
         Secret(s.into())
     }
 
@@ -51,7 +52,7 @@ pub struct AuthConfig {
     pub key_file: Option<PathBuf>,
     /// Largest accepted difference between a frame's timestamp and ours.
     #[serde(default = "default_skew")]
-    pub max_skew_ms: u64,
+    pub(crate) max_skew_ms: u64,
 }
 
 fn default_skew() -> u64 {
@@ -103,7 +104,7 @@ impl AuthConfig {
     }
 
     /// Non-fatal advice for `elector check-config`.
-    pub fn warnings(&self) -> Vec<String> {
+    pub(crate) fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
         match self.mode {
             AuthMode::None => {

@@ -61,7 +61,7 @@ use self::tag::{compute_tag, feed};
 pub(crate) use self::tag::{hex_decode_32, hex_encode, put, HmacSha256};
 
 /// First field of an authenticated frame.
-pub const AUTH_MARKER: &[u8] = b"AUTH";
+pub(crate) const AUTH_MARKER: &[u8] = b"AUTH";
 /// Fields before the inner message: marker, sender, boot id, seq, unix ms, tag.
 const HEADER_FIELDS: usize = 6;
 /// Node ids are at most 32 bytes (config contract); allow some slack.
@@ -69,7 +69,7 @@ const MAX_ID_LEN: usize = 64;
 
 /// Why a frame was dropped. [`AuthError::reason`] is the metrics label.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum AuthError {
+pub(crate) enum AuthError {
     #[error("frame carries no AUTH header")]
     MissingTag,
     #[error("authentication tag does not verify")]
@@ -86,7 +86,7 @@ pub enum AuthError {
 
 impl AuthError {
     /// Snake-case label for `messages_rejected{reason}` and `/status`.
-    pub fn reason(&self) -> &'static str {
+    pub(crate) fn reason(&self) -> &'static str {
         match self {
             AuthError::MissingTag => "missing_tag",
             AuthError::BadTag => "bad_tag",
@@ -101,10 +101,10 @@ impl AuthError {
 /// An opened frame and who authentically sent it. The runtime should check
 /// that the sender named inside the message equals `sender` (when auth is on).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Opened {
+pub(crate) struct Opened {
     /// `None` in mode `none`.
-    pub sender: Option<String>,
-    pub fields: Vec<Vec<u8>>,
+    pub(crate) sender: Option<String>,
+    pub(crate) fields: Vec<Vec<u8>>,
 }
 
 /// Seals outgoing and opens incoming frames for one node.
@@ -138,7 +138,7 @@ impl fmt::Debug for Authenticator {
 }
 
 /// Milliseconds since the unix epoch (0 if the clock is before 1970).
-pub fn unix_ms_now() -> u64 {
+pub(crate) fn unix_ms_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -165,18 +165,18 @@ impl Authenticator {
         })
     }
 
-    /// Whether frames are authenticated.
-    pub fn enabled(&self) -> bool {
-        self.mac.is_some()
-    }
-
     /// Wraps `fields` for `to_id`, stamped with the current time.
-    pub fn seal(&mut self, to_id: &str, fields: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+    pub(crate) fn seal(&mut self, to_id: &str, fields: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
         self.seal_at(to_id, fields, unix_ms_now())
     }
 
     /// [`Authenticator::seal`] with an explicit clock (tests, simulation).
-    pub fn seal_at(&mut self, to_id: &str, fields: Vec<Vec<u8>>, now_unix_ms: u64) -> Vec<Vec<u8>> {
+    pub(crate) fn seal_at(
+        &mut self,
+        to_id: &str,
+        fields: Vec<Vec<u8>>,
+        now_unix_ms: u64,
+    ) -> Vec<Vec<u8>> {
         let Some(mac) = &self.mac else {
             return fields;
         };
@@ -201,8 +201,10 @@ impl Authenticator {
         out
     }
 
-    /// Verifies and unwraps a frame addressed to this node.
-    pub fn open(
+    /// Verifies and unwraps a frame addressed to this node (for tests; the
+    /// transport uses [`Authenticator::open_verified`]).
+    #[cfg(test)]
+    pub(crate) fn open(
         &mut self,
         fields: Vec<Vec<u8>>,
         now_unix_ms: u64,
@@ -211,7 +213,7 @@ impl Authenticator {
     }
 
     /// Like [`Authenticator::open`], also returning the authenticated sender.
-    pub fn open_verified(
+    pub(crate) fn open_verified(
         &mut self,
         mut fields: Vec<Vec<u8>>,
         now_unix_ms: u64,

@@ -37,8 +37,8 @@ const OUTBOX_CAP: usize = 256;
 /// A message from an authenticated peer.
 #[derive(Debug)]
 pub struct Inbound {
-    pub from: NodeId,
-    pub msg: Message,
+    pub(crate) from: NodeId,
+    pub(crate) msg: Message,
 }
 
 /// Deadlines and caps of the transport, derived from the election timings
@@ -47,20 +47,20 @@ pub struct Inbound {
 pub struct LinkTimings {
     /// Silence after which a connection is dead: `min(max(4·hb, 500 ms),
     /// down_after)`.
-    pub liveness: Duration,
+    pub(crate) liveness: Duration,
     /// Time a new inbound connection has to deliver its `HELLO`:
     /// `min(liveness, 2 s)`.
-    pub handshake: Duration,
+    pub(crate) handshake: Duration,
     /// Time one frame may take to enter the socket: `liveness`.
-    pub write_deadline: Duration,
+    pub(crate) write_deadline: Duration,
     /// Time one connect attempt may take: `min(max(2·hb, 100 ms), liveness)`.
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Largest pause between failed connect attempts: `hb`.
-    pub redial_max: Duration,
+    pub(crate) redial_max: Duration,
     /// Inbound connections that have not completed `HELLO` yet, in total.
-    pub pending_total: usize,
+    pub(crate) pending_total: usize,
     /// The same, per source IP address.
-    pub pending_per_source: usize,
+    pub(crate) pending_per_source: usize,
 }
 
 impl LinkTimings {
@@ -249,7 +249,7 @@ pub struct Transport {
 
 impl Transport {
     /// Queues `msg` for `to`. Never blocks.
-    pub fn send(&self, to: &str, msg: Message) {
+    pub(crate) fn send(&self, to: &str, msg: Message) {
         if let Some((_, outbox)) = self.outboxes.iter().find(|(id, _)| id == to) {
             outbox.push(msg, &self.metrics);
         }
