@@ -54,6 +54,11 @@ lab-heal:
 lab-smoke *SPECS:
     @scripts/lab-smoke.sh {{SPECS}}
 
+# the lint gate: clippy with every warning an error, and rustfmt's check, over the whole workspace
+lint:
+    cargo clippy --workspace --all-targets -- -D warnings
+    cargo fmt --all --check
+
 # the README's test command: dependencies, unit tests, images, conformance suite
 test:
     scripts/install-deps.sh

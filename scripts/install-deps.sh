@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything a fresh machine lacks to build, test and run the labs:
 # Debian packages (redis-server, redis-sentinel, debootstrap, network tools),
-# `just`, and kevy 7.0.0 built from crates.io with the machine's toolchain.
+# clippy and rustfmt (for `just lint`), `just`, and kevy 7.0.0 built from
+# crates.io with the machine's toolchain.
 # Idempotent: each step is skipped when what it installs is already there.
 set -euo pipefail
 
@@ -24,6 +25,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
   rm -f /usr/sbin/policy-rc.d
+fi
+
+# `just lint` runs clippy and rustfmt: toolchain components, not always installed.
+if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    echo "install-deps: rustup component add clippy rustfmt"
+    rustup component add clippy rustfmt
+  else
+    echo "install-deps: WARNING: no clippy/rustfmt and no rustup to add them: just lint will fail" >&2
+  fi
 fi
 
 if ! command -v just >/dev/null 2>&1; then

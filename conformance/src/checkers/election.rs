@@ -227,6 +227,31 @@ pub fn n2_never_fails_over(h: &History) -> CheckResult {
     CheckResult::new(NAME, violations, vec![])
 }
 
+/// A witness never becomes primary (docs/protocol.md §4.5): no sample ever
+/// shows a witness's elector claiming the role.
+pub fn witness_never_primary(h: &History) -> CheckResult {
+    const NAME: &str = "witness_never_primary";
+    if h.witnesses.is_empty() {
+        return CheckResult::skipped(NAME, "no witnesses");
+    }
+    let violations: Vec<Violation> = h
+        .samples
+        .iter()
+        .filter(|s| h.witnesses.contains(&s.node))
+        .filter(|s| s.elector.as_ref().is_some_and(|e| e.role == "primary"))
+        .take(1)
+        .map(|s| {
+            Violation::window(
+                format!("witness {} claimed the primary role", s.node),
+                s.at_ms,
+                s.at_ms,
+                vec![s.node.clone()],
+            )
+        })
+        .collect();
+    CheckResult::new(NAME, violations, vec![])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,29 +406,4 @@ mod tests {
         assert!(!n2_never_fails_over(&h).passed);
         assert!(n2_never_fails_over(&history(3)).skipped);
     }
-}
-
-/// A witness never becomes primary (docs/protocol.md §4.5): no sample ever
-/// shows a witness's elector claiming the role.
-pub fn witness_never_primary(h: &History) -> CheckResult {
-    const NAME: &str = "witness_never_primary";
-    if h.witnesses.is_empty() {
-        return CheckResult::skipped(NAME, "no witnesses");
-    }
-    let violations: Vec<Violation> = h
-        .samples
-        .iter()
-        .filter(|s| h.witnesses.contains(&s.node))
-        .filter(|s| s.elector.as_ref().is_some_and(|e| e.role == "primary"))
-        .take(1)
-        .map(|s| {
-            Violation::window(
-                format!("witness {} claimed the primary role", s.node),
-                s.at_ms,
-                s.at_ms,
-                vec![s.node.clone()],
-            )
-        })
-        .collect();
-    CheckResult::new(NAME, violations, vec![])
 }

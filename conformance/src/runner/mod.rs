@@ -81,7 +81,11 @@ pub async fn run_scenario(
         .map(|n| {
             // A witness has no data node: nothing to poll or read there.
             let addrs = NodeAddrs {
-                data: if n.witness { String::new() } else { n.data_addr() },
+                data: if n.witness {
+                    String::new()
+                } else {
+                    n.data_addr()
+                },
                 api: n.api_addr(),
             };
             (n.id.clone(), addrs)
