@@ -10,10 +10,19 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// `elector --version`: the crate version and the git commit it was built
+/// from (`unknown` outside git; see `build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BUILD_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "elector",
-    version,
+    version = VERSION,
     about = "Quorum-based primary failover for Redis-compatible stores"
 )]
 struct Cli {
