@@ -1,7 +1,7 @@
 //! YAML configuration (docs/interfaces.md §Config): loading, lookup order,
 //! and validation with one precise message per problem.
 
-use crate::core::{CoreConfig, Faults, Member, Timings};
+use crate::core::{CoreConfig, Faults, Member, Preempt, Timings};
 use crate::hooks::HooksConfig;
 use crate::net::auth::AuthConfig;
 use crate::protocol::valid_node_id;
@@ -42,6 +42,9 @@ pub struct Config {
     pub auth: AuthConfig,
     #[serde(default)]
     pub hooks: HooksConfig,
+    /// Priority preemption (protocol §8.1); off by default.
+    #[serde(default)]
+    pub preempt: PreemptConfig,
     /// Deliberate bugs for conformance testing; honoured only by a binary
     /// built with the `test-faults` feature (`elector-faulty`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -115,6 +118,25 @@ pub struct PeerConfig {
     /// (protocol §4.5).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub witness: bool,
+}
+
+/// `preempt: { enabled, delay_ms }` (protocol §8.1). Set it alike on every
+/// node: the primary's own setting decides whether it hands over.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PreemptConfig {
+    pub enabled: bool,
+    pub delay_ms: u64,
+}
+
+impl Default for PreemptConfig {
+    fn default() -> Self {
+        let p = Preempt::default();
+        PreemptConfig {
+            enabled: p.enabled,
+            delay_ms: p.delay_ms,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize)]
@@ -587,6 +609,10 @@ impl Config {
             max_lag: self.max_lag_bytes,
             seed,
             faults: self.faults(),
+            preempt: Preempt {
+                enabled: self.preempt.enabled,
+                delay_ms: self.preempt.delay_ms,
+            },
         }
     }
 

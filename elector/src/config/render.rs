@@ -213,6 +213,7 @@ impl RenderArgs {
             },
             auth: AuthConfig::default(),
             hooks: HooksConfig::default(),
+            preempt: super::PreemptConfig::default(),
             unsafe_test_faults: Vec::new(),
         })
     }

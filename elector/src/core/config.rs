@@ -99,6 +99,28 @@ impl Member {
     }
 }
 
+/// Priority preemption (protocol §8.1, keepalived's `preempt`): the primary
+/// hands over, by the planned switchover, to a member of higher priority
+/// that has been ready for `delay_ms`. Off by default: a failover then
+/// leaves the primary where it is, as before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preempt {
+    pub enabled: bool,
+    /// How long a preferred member must have been ready without a break
+    /// (healthy, in the mesh, caught up) before the primary hands over. A
+    /// member that stops being ready starts this wait again: no flapping.
+    pub delay_ms: u64,
+}
+
+impl Default for Preempt {
+    fn default() -> Self {
+        Preempt {
+            enabled: false,
+            delay_ms: 10_000,
+        }
+    }
+}
+
 /// Deliberate protocol violations, compiled into `elector-faulty` only, so the
 /// conformance suite can prove its checkers catch real bugs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -123,6 +145,7 @@ pub struct CoreConfig {
     /// Seeds the core's RNG (election backoff jitter).
     pub seed: u64,
     pub faults: Faults,
+    pub preempt: Preempt,
 }
 
 impl CoreConfig {
@@ -210,6 +233,7 @@ mod tests {
             max_lag: 0,
             seed: 0,
             faults: Faults::default(),
+            preempt: Preempt::default(),
         }
     }
 
