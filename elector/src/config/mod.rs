@@ -157,8 +157,9 @@ pub struct TimingsConfig {
 impl TimingsConfig {
     /// The configured margin, or the default derived from `down_after`.
     pub fn fence_margin_ms(&self) -> u64 {
-        self.fence_margin_ms
-            .unwrap_or_else(|| (self.down_after_ms / 5).max(self.hb_interval_ms).min(1_000))
+        self.fence_margin_ms.unwrap_or_else(|| {
+            crate::core::default_fence_margin_ms(self.hb_interval_ms, self.down_after_ms)
+        })
     }
 }
 

@@ -303,6 +303,10 @@ mod tests {
         assert_eq!(config.peers[2].data.as_deref(), Some("h3:6381"));
         assert_eq!(config.peers[0].election, "h1:7400");
         assert_eq!(config.timings.fence_margin_ms, None);
+        assert_eq!(
+            config.auth.max_skew_ms,
+            crate::net::auth::DEFAULT_MAX_SKEW_MS
+        );
     }
 
     #[test]

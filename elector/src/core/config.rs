@@ -23,15 +23,23 @@ pub struct Timings {
 /// nodes' monotonic clocks advance at rates within 1 % of each other.
 pub const MAX_CLOCK_RATE_ERROR: f64 = 0.01;
 
+/// The lease's margin when the config leaves `fence_margin_ms` unset: a
+/// fifth of `down_after`, at least one heartbeat, at most a second. The one
+/// place this default lives (config, render-config and `Timings::default`).
+pub fn default_fence_margin_ms(hb_interval_ms: u64, down_after_ms: u64) -> u64 {
+    (down_after_ms / 5).max(hb_interval_ms).min(1_000)
+}
+
 impl Default for Timings {
     fn default() -> Self {
+        let (hb_interval_ms, down_after_ms) = (200, 5_000);
         Timings {
-            hb_interval_ms: 200,
-            down_after_ms: 5_000,
+            hb_interval_ms,
+            down_after_ms,
             election_timeout_ms: 3_000,
             backoff_min_ms: 1_000,
             backoff_max_ms: 5_000,
-            fence_margin_ms: 500,
+            fence_margin_ms: default_fence_margin_ms(hb_interval_ms, down_after_ms),
         }
     }
 }

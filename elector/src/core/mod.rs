@@ -29,7 +29,9 @@ mod role;
 mod types;
 mod vote;
 
-pub use config::{CoreConfig, Faults, Member, Preempt, Timings, MAX_CLOCK_RATE_ERROR};
+pub use config::{
+    default_fence_margin_ms, CoreConfig, Faults, Member, Preempt, Timings, MAX_CLOCK_RATE_ERROR,
+};
 pub use output::{Action, Fence, FenceTarget, Gate, Gated, GrantTarget, Output, Persist};
 pub use peers::PeerView;
 pub use types::{

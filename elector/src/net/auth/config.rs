@@ -41,7 +41,7 @@ impl fmt::Debug for Secret {
 }
 
 /// The `auth:` section of the config.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     #[serde(default)]
@@ -57,6 +57,20 @@ pub struct AuthConfig {
 
 fn default_skew() -> u64 {
     DEFAULT_MAX_SKEW_MS
+}
+
+/// As an absent `auth:` section reads: no authentication, the default skew
+/// (a derived `Default` would give a skew of 0, which `render-config` would
+/// then write out).
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            mode: AuthMode::None,
+            key: None,
+            key_file: None,
+            max_skew_ms: DEFAULT_MAX_SKEW_MS,
+        }
+    }
 }
 
 /// Why an `auth:` section cannot be used. Messages name the problem, never
