@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything a fresh machine lacks to build, test and run the labs:
-# Debian packages (redis-server, redis-sentinel, debootstrap, network tools),
+# Debian packages (redis-server, redis-sentinel, debootstrap, network tools,
+# prometheus for promtool, haproxy),
 # clippy and rustfmt (for `just lint`), `just`, and kevy 7.0.0 built from
 # crates.io with the machine's toolchain.
 # Idempotent: each step is skipped when what it installs is already there.
@@ -14,6 +15,10 @@ need_apt=()
 for pkg in redis-server redis-sentinel debootstrap iproute2 iptables curl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+# promtool (`just rules-test`) comes with Debian's prometheus package; haproxy checks
+# the health endpoints in the lab test. Neither service is started (policy-rc.d below).
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy)
 # The lab scripts need python3 (lab-status) and docker-compose v1 (the compose labs).
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
