@@ -64,8 +64,13 @@ test:
     scripts/install-deps.sh
     cargo test --workspace
     just rules-test
+    just k8s-validate
     scripts/build-images.sh
     just conformance
+
+# validate deploy/kubernetes offline (kubernetes-validate --strict, from install-deps' venv); no cluster runs them
+k8s-validate:
+    "${ELECTOR_TOOLS_VENV:-$HOME/.cache/elector/tools-venv}/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/*.yaml
 
 # unit tests of the Prometheus alert and recording rules (promtool, Debian's prometheus package)
 rules-test:

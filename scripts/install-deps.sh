@@ -53,5 +53,15 @@ if ! kevy --version 2>/dev/null | grep -q "$KEVY_VERSION"; then
   # toolchain); nothing in it needs more than our 1.95, and it builds without warnings.
   cargo install kevy --version "$KEVY_VERSION" --locked --ignore-rust-version
 fi
+# kubernetes-validate (PyPI) checks deploy/kubernetes offline against the schemas it
+# bundles (`just k8s-validate`); in a venv of its own so the system Python stays as is.
+K8S_VALIDATE_VERSION=1.37.0
+K8S_VENV="${ELECTOR_TOOLS_VENV:-$HOME/.cache/elector/tools-venv}"
+if ! "$K8S_VENV/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$K8S_VALIDATE_VERSION"; then
+  dpkg -s python3-venv >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv; }
+  echo "install-deps: pip install kubernetes-validate $K8S_VALIDATE_VERSION into $K8S_VENV"
+  python3 -m venv "$K8S_VENV"
+  "$K8S_VENV/bin/pip" install -q "kubernetes-validate==$K8S_VALIDATE_VERSION"
+fi
 command -v docker >/dev/null 2>&1 || echo "install-deps: WARNING: docker not found: the labs and images need Docker Engine (not installed by this script)" >&2
 echo "install-deps: ok (redis-server $(redis-server --version | awk '{print $3}'), $(kevy --version 2>&1 | head -1), just $(just --version | awk '{print $2}'))"
