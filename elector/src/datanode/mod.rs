@@ -84,6 +84,8 @@ pub struct DataNodeReport {
     /// A fence target was applied in this round: how long after it was
     /// issued (exported as `elector_fence_apply_seconds`, protocol §6.2.1).
     pub(crate) fence_applied_after: Option<Duration>,
+    /// A fence target failed to apply in this round.
+    pub(crate) fence_failed: bool,
     /// Hanging replication connects aborted in this round (kevy), and why
     /// one could not be.
     pub(crate) aborts: stale_connect::AbortTally,
@@ -153,6 +155,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             info: round.info,
             error: round.error,
             fence_applied_after: round.fence_applied_after_ms.map(Duration::from_millis),
+            fence_failed: round.fence_failed,
             aborts,
             ack_nudges: adapter.take_ack_nudges(),
         };
