@@ -151,7 +151,14 @@ impl Core {
             data_epoch: self.state.data_epoch,
             stamp: self.now,
             echo: self.echo(),
-            priority: u64::from(self.cfg.priority),
+            // Announced only with preemption on (§8.1), so that a cluster
+            // that does not use it keeps the heartbeat older electors read
+            // and can be upgraded one node at a time.
+            priority: if self.cfg.preempt.enabled {
+                u64::from(self.cfg.priority)
+            } else {
+                0
+            },
         };
         self.broadcast(Message::Hb(hb));
     }

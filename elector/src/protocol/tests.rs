@@ -34,6 +34,20 @@ fn a_huge_epoch_on_the_wire_is_rejected_as_out_of_range() {
 }
 
 #[test]
+fn a_heartbeat_without_priority_is_the_ten_field_frame_older_electors_decode() {
+    // §8.1: a node without preemption announces priority 0, which is the
+    // absent field, so a cluster that does not preempt upgrades node by node.
+    let plain = Heartbeat {
+        priority: 0,
+        ..hb()
+    };
+    let fields = Message::Hb(plain.clone()).to_fields();
+    assert_eq!(fields.len(), 11, "HB plus ten arguments");
+    assert_eq!(Message::from_fields(&fields), Ok(Message::Hb(plain)));
+    assert_eq!(Message::Hb(hb()).to_fields().len(), 12);
+}
+
+#[test]
 fn the_lease_lost_flag_round_trips() {
     let lost = Heartbeat {
         lease_lost: true,

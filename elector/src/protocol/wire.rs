@@ -44,7 +44,7 @@ impl Message {
                 if flags.is_empty() {
                     flags.push('-');
                 }
-                vec![
+                let mut frame = vec![
                     s("HB"),
                     n(hb.epoch),
                     s(&hb.node_id),
@@ -56,8 +56,14 @@ impl Message {
                     n(hb.data_epoch),
                     n(hb.stamp),
                     n(hb.echo),
-                    n(hb.priority),
-                ]
+                ];
+                // Priority 0 (never preferred, and what a node without
+                // preemption announces) is the absent field: the frame stays
+                // the ten fields an elector before §8.1 decodes.
+                if hb.priority > 0 {
+                    frame.push(n(hb.priority));
+                }
+                frame
             }
             Message::Offer {
                 epoch,
