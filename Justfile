@@ -92,6 +92,10 @@ bench-failover:
     scripts/build-images.sh
     cargo run -p conformance --release -- bench --target "${BENCH_TARGETS:-all}" --docs docs --command "just bench-failover"
 
+# durable write latency (SET + WAIT 1) on loopback, 3 real nodes per backend, 1 and 16 clients: p50, p99, acknowledged writes/s (BENCH_WRITE_SECS, default 10; BENCH_WRITE_BACKENDS; BENCH_WRITE_EXTRA adds data_node settings, e.g. "ack_nudge: false")
+bench-writes:
+    cargo test -p elector --release --test write_latency_bench measure_durable_write_latency -- --ignored --nocapture
+
 # the elector and Redis Sentinel side by side on loopback (BENCH_RUNS, BENCH_DOWN_AFTER_MS)
 bench-sentinel:
     cargo test -p elector --release --test failover_bench sentinel_and_elector -- --ignored --nocapture
