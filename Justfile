@@ -59,12 +59,23 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     cargo fmt --all --check
 
-# the README's test command: dependencies, unit tests, images, conformance suite
+# the README's test command: dependencies, unit tests, alert rules, images, conformance suite
 test:
     scripts/install-deps.sh
     cargo test --workspace
+    just rules-test
+    just k8s-validate
     scripts/build-images.sh
     just conformance
+
+# validate deploy/kubernetes offline (kubernetes-validate --strict, from install-deps' venv); no cluster runs them
+k8s-validate:
+    "${ELECTOR_TOOLS_VENV:-$HOME/.cache/elector/tools-venv}/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/*.yaml
+
+# unit tests of the Prometheus alert and recording rules (promtool, Debian's prometheus package)
+rules-test:
+    promtool check rules deploy/prometheus/elector-rules.yml
+    promtool test rules deploy/prometheus/tests/*.test.yml
 
 # conformance scenarios (quick set) against real containers, kevy 7.0.0 and Redis 7
 conformance:

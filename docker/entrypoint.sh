@@ -12,9 +12,10 @@
 #                        election timings (defaults 200, 5000, 3000, 1000, 5000)
 #   DATA_POLL_MS         optional, timings.data_poll_ms
 #   CLUSTER_NAME         optional, default mymaster
-#   ELECTOR_EXTRA_YAML   optional YAML appended to the generated config; it may add
-#                        top-level keys the generator does not write (auth, hooks,
-#                        priority, max_lag_bytes, unsafe_test_faults, ...)
+#   FENCE_MARGIN_MS      optional, timings.fence_margin_ms (unset: the elector's default)
+#   ELECTOR_EXTRA_YAML   optional YAML merged over the generated config (maps key by
+#                        key): auth, hooks, priority, max_lag_bytes, data_node.password,
+#                        unsafe_test_faults, ... Checked by the elector's own schema.
 #   KEVY_THREADS         kevy worker threads (default 1: with more shards kevy reports
 #                        per-shard INFO offsets)
 #   DATA_PORT_BASE       data port of the first node in PEERS (default 6379); node k
@@ -125,59 +126,35 @@ as_elector_user() {
 }
 
 # ---- elector config ------------------------------------------------------------
+# Rendered by the elector itself (`elector render-config`, docs/interfaces.md): the
+# schema, its defaults and its checks live in one place, and a key the elector does
+# not know (ELECTOR_EXTRA_YAML included) fails here, before anything starts.
 generate_config() {
   [ -n "${PEERS:-}" ] || die "PEERS is not set (n1=HOST,n2=HOST,...) and no $CONFIG is mounted"
-  local out="$CONFIG.tmp" seen_self=0 entry id host
+  # The binary that will run renders (elector-faulty accepts unsafe_test_faults).
+  local bin="/usr/local/bin/$ELECTOR_BIN" extra="$CONF_DIR/extra.yaml" args=()
+  [ "$ELECTOR_BIN" != none ] || bin=/usr/local/bin/elector
+  local peers="${PEERS//[[:space:]]/}"
+  args=(render-config --node-id "$NODE_ID" --peers "$peers" --backend "$BACKEND"
+        --cluster-name "${CLUSTER_NAME:-mymaster}"
+        --election-port "$ELECTION_PORT" --api-port "$API_PORT" --sentinel-port "$SENTINEL_PORT"
+        --data-port-base "$DATA_PORT_BASE" --data-port-step 1
+        --data-address "127.0.0.1:$DATA_PORT" --data-dir "$STATE_DIR"
+        --hb-interval-ms "$HB_INTERVAL_MS" --down-after-ms "$DOWN_AFTER_MS"
+        --election-timeout-ms "$ELECTION_TIMEOUT_MS"
+        --backoff-min-ms "$BACKOFF_MIN_MS" --backoff-max-ms "$BACKOFF_MAX_MS")
+  [ -n "${WITNESSES:-}" ] && args+=(--witnesses "${WITNESSES//[[:space:]]/}")
+  [ -n "${DATA_POLL_MS:-}" ] && args+=(--data-poll-ms "$(num DATA_POLL_MS 100)")
+  [ -n "${FENCE_MARGIN_MS:-}" ] && args+=(--fence-margin-ms "$(num FENCE_MARGIN_MS 0)")
+  if [ -n "${ELECTOR_EXTRA_YAML:-}" ]; then
+    printf '%s\n' "$ELECTOR_EXTRA_YAML" > "$extra"
+    args+=(--extra "$extra")
+  fi
   {
-    echo "$GEN_MARK from NODE_ID/PEERS/BACKEND/timings; mount your own file to override"
-    echo "node_id: \"$NODE_ID\""
-    echo "cluster_name: \"${CLUSTER_NAME:-mymaster}\""
-    echo "listen:"
-    echo "  election: \"0.0.0.0:$ELECTION_PORT\""
-    echo "  api: \":$API_PORT\""
-    echo "  sentinel: \":$SENTINEL_PORT\""
-    echo "data_dir: $STATE_DIR"
-    if [ "$WITNESS" = 0 ]; then
-      echo "data_node:"
-      echo "  kind: $BACKEND"
-      echo "  address: \"127.0.0.1:$DATA_PORT\""
-      [ "$BACKEND" = kevy ] && echo "  replication_port_offset: 10000"
-    fi
-    echo "peers:"
-    IFS=',' read -r -a entries <<< "$PEERS"
-    for entry in "${entries[@]}"; do
-      entry="${entry//[[:space:]]/}"
-      [ -n "$entry" ] || continue
-      [[ "$entry" == *=* ]] || die "PEERS entry '$entry' is not ID=HOST"
-      id="${entry%%=*}"; host="${entry#*=}"
-      [ -n "$id" ] && [ -n "$host" ] || die "PEERS entry '$entry' is not ID=HOST"
-      # IPv6 literals need brackets in host:port
-      [[ "$host" == *:* && "$host" != \[* ]] && host="[$host]"
-      [ "$id" = "$NODE_ID" ] && seen_self=1
-      echo "  - id: \"$id\""
-      echo "    election: \"$host:$ELECTION_PORT\""
-      if is_witness "$id"; then
-        echo "    witness: true"
-      else
-        echo "    data: \"$host:$(data_port_of "$id")\""
-      fi
-      echo "    api: \"$host:$API_PORT\""
-    done
-    echo "timings:"
-    echo "  hb_interval_ms: $HB_INTERVAL_MS"
-    echo "  down_after_ms: $DOWN_AFTER_MS"
-    echo "  election_timeout_ms: $ELECTION_TIMEOUT_MS"
-    echo "  backoff_min_ms: $BACKOFF_MIN_MS"
-    echo "  backoff_max_ms: $BACKOFF_MAX_MS"
-    [ -n "${DATA_POLL_MS:-}" ] && echo "  data_poll_ms: $(num DATA_POLL_MS 100)"
-    [ -n "${FENCE_MARGIN_MS:-}" ] && echo "  fence_margin_ms: $(num FENCE_MARGIN_MS 0)"
-    if [ -n "${ELECTOR_EXTRA_YAML:-}" ]; then
-      echo "# ELECTOR_EXTRA_YAML"
-      printf '%s\n' "$ELECTOR_EXTRA_YAML"
-    fi
-  } > "$out"
-  [ "$seen_self" = 1 ] || die "PEERS ($PEERS) does not list this node ($NODE_ID)"
-  mv "$out" "$CONFIG"
+    echo "$GEN_MARK by elector render-config from NODE_ID/PEERS/BACKEND/timings; mount your own file to override"
+    "$bin" "${args[@]}"
+  } > "$CONFIG.tmp" || die "elector render-config refused the node's settings (above)"
+  mv "$CONFIG.tmp" "$CONFIG"
   log "generated $CONFIG"
 }
 

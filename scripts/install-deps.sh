@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything a fresh machine lacks to build, test and run the labs:
-# Debian packages (redis-server, redis-sentinel, debootstrap, network tools),
+# Debian packages (redis-server, redis-sentinel, debootstrap, network tools,
+# prometheus for promtool, haproxy),
 # clippy and rustfmt (for `just lint`), `just`, and kevy 7.0.0 built from
 # crates.io with the machine's toolchain.
 # Idempotent: each step is skipped when what it installs is already there.
@@ -14,6 +15,10 @@ need_apt=()
 for pkg in redis-server redis-sentinel debootstrap iproute2 iptables curl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
+# promtool (`just rules-test`) comes with Debian's prometheus package; haproxy checks
+# the health endpoints in the lab test. Neither service is started (policy-rc.d below).
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy)
 # The lab scripts need python3 (lab-status) and docker-compose v1 (the compose labs).
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
@@ -47,6 +52,16 @@ if ! kevy --version 2>/dev/null | grep -q "$KEVY_VERSION"; then
   # --ignore-rust-version: kevy 7.0.0 declares rust-version 1.97 (its authors'
   # toolchain); nothing in it needs more than our 1.95, and it builds without warnings.
   cargo install kevy --version "$KEVY_VERSION" --locked --ignore-rust-version
+fi
+# kubernetes-validate (PyPI) checks deploy/kubernetes offline against the schemas it
+# bundles (`just k8s-validate`); in a venv of its own so the system Python stays as is.
+K8S_VALIDATE_VERSION=1.37.0
+K8S_VENV="${ELECTOR_TOOLS_VENV:-$HOME/.cache/elector/tools-venv}"
+if ! "$K8S_VENV/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$K8S_VALIDATE_VERSION"; then
+  dpkg -s python3-venv >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends python3-venv; }
+  echo "install-deps: pip install kubernetes-validate $K8S_VALIDATE_VERSION into $K8S_VENV"
+  python3 -m venv "$K8S_VENV"
+  "$K8S_VENV/bin/pip" install -q "kubernetes-validate==$K8S_VALIDATE_VERSION"
 fi
 command -v docker >/dev/null 2>&1 || echo "install-deps: WARNING: docker not found: the labs and images need Docker Engine (not installed by this script)" >&2
 echo "install-deps: ok (redis-server $(redis-server --version | awk '{print $3}'), $(kevy --version 2>&1 | head -1), just $(just --version | awk '{print $2}'))"

@@ -311,6 +311,9 @@ impl Cluster {
                         }
                     }
                 });
+            if let Some(margin) = t.fence_margin_ms {
+                req = req.with_env_var("FENCE_MARGIN_MS", margin.to_string());
+            }
             if let Some(extra) = &cfg.extra_yaml {
                 req = req.with_env_var("ELECTOR_EXTRA_YAML", extra.clone());
             }

@@ -343,7 +343,11 @@ impl ExecSpec {
     }
 }
 
-/// Elector timings passed to every node (entrypoint env vars).
+/// Elector timings passed to every node (entrypoint env vars). These are
+/// the suite's fast timings, not the elector's defaults; what a scenario
+/// leaves unset here (`fence_margin_ms`) the elector derives itself
+/// (`default_fence_margin_ms`: a fifth of down_after), so there is one
+/// default per timing and it is the elector's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Timings {
@@ -352,6 +356,9 @@ pub struct Timings {
     pub election_timeout_ms: u64,
     pub backoff_min_ms: u64,
     pub backoff_max_ms: u64,
+    /// `timings.fence_margin_ms`; unset: the elector's default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fence_margin_ms: Option<u64>,
 }
 
 impl Default for Timings {
@@ -362,6 +369,7 @@ impl Default for Timings {
             election_timeout_ms: 1000,
             backoff_min_ms: 200,
             backoff_max_ms: 800,
+            fence_margin_ms: None,
         }
     }
 }

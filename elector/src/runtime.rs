@@ -15,7 +15,6 @@ use crate::core::{
 use crate::datanode::{self, AnyNode, DataNodeReport};
 use crate::hooks::{HookEvent, HookKind, HookRunner};
 use crate::net::auth::{unix_ms_now, AuthConfigError, Authenticator};
-use crate::net::fingerprint::Fingerprint;
 use crate::net::transport::{self, Inbound, Transport};
 use crate::persist::{probe_data_dir, DataDirError, PersistError, StateFile};
 use crate::protocol::Role;
@@ -78,6 +77,14 @@ pub async fn run(
     }
     tracing::info!(node = %config.node_id, ?recovered, "starting");
     let metrics = Arc::new(Metrics::new());
+    metrics.set_limits(api::metrics::Limits {
+        fence_budget: Duration::from_millis(config.timings.fence_margin_ms()),
+        max_lag: config.max_lag_bytes,
+        watchdog_clamps: config
+            .data_node
+            .as_ref()
+            .map(|_| api::metrics::watchdog_clamps_path(&config.data_dir)),
+    });
     let boot_id = state_file.next_boot_id(clock.base)?;
     let auth = Arc::new(Mutex::new(Authenticator::new(
         &config.auth,
@@ -125,10 +132,7 @@ pub async fn run(
         .filter(|p| p.id != config.node_id)
         .map(|p| (p.id.clone(), p.election.clone()))
         .collect();
-    let fingerprint = Fingerprint::of(
-        config.peers.iter().map(|p| (p.id.as_str(), p.witness)),
-        &config.timings(),
-    );
+    let fingerprint = config.fingerprint();
     tracing::info!(%fingerprint, "configuration fingerprint (members and lease timings)");
     let transport = transport::start(
         transport::LocalIdentity {
@@ -223,6 +227,9 @@ pub async fn run(
                 }
                 if let Some(after) = report.fence_applied_after {
                     shell.metrics.fence_applied(after);
+                }
+                if report.fence_failed {
+                    shell.metrics.fence_failed();
                 }
                 shell.metrics.stale_connects(report.aborts.aborted, report.aborts.error.is_some());
                 shell.metrics.ack_nudges(report.ack_nudges);

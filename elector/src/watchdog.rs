@@ -128,16 +128,32 @@ pub async fn run(config: Config) {
     let every = Duration::from_millis(t.hb_interval_ms);
     let url = health_url(&config.listen.api);
     tracing::info!(%url, lease_ms = t.lease_ms(), "watchdog: watching the elector");
+    let clamps = crate::api::metrics::watchdog_clamps_path(&config.data_dir);
     match AnyNode::from_config(&config) {
-        Some(node) => watch(node, url, lease, every).await,
+        Some(node) => watch(node, url, lease, every, clamps).await,
         None => {
             tracing::info!("watchdog: this node is a witness: no data node to fence; nothing to do")
         }
     }
 }
 
-async fn watch<A: DataNodeAdapter>(mut node: A, url: String, lease: Duration, every: Duration) {
+async fn watch<A: DataNodeAdapter>(
+    mut node: A,
+    url: String,
+    lease: Duration,
+    every: Duration,
+    clamps: std::path::PathBuf,
+) {
+    // Said at start, with its cause: a watchdog that cannot reach or log
+    // in to its data node would otherwise be found out only when it must
+    // fence (the fence is still tried then).
+    match node.observe().await {
+        Ok(_) => tracing::info!(backend = node.kind(), "watchdog: data node reachable"),
+        Err(e) => tracing::warn!(cause = %e, backend = node.kind(),
+            "watchdog: cannot use the data node now; it will still try to fence it when needed"),
+    }
     let mut switch = DeadManSwitch::new(lease, Instant::now());
+    let mut clamped = false;
     let timeout = every.max(Duration::from_millis(100));
     let mut tick = Instant::now();
     loop {
@@ -155,7 +171,23 @@ async fn watch<A: DataNodeAdapter>(mut node: A, url: String, lease: Duration, ev
             tick = at;
         }
         let probe = probe_health(&url, wait).await;
-        if switch.probe(probe, Instant::now()) == Verdict::Fence {
+        let verdict = switch.probe(probe, Instant::now());
+        if verdict == Verdict::Fence && !clamped {
+            // Counted once per silence, for `elector_watchdog_clamps_total`
+            // (the elector reads the file at scrape time).
+            match crate::api::metrics::limits::add_one(&clamps) {
+                Ok(n) => tracing::warn!(
+                    clamps = n,
+                    reason = "elector_silent",
+                    "watchdog: clamp counted"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, path = %clamps.display(), "watchdog: could not count the clamp")
+                }
+            }
+        }
+        clamped = verdict == Verdict::Fence;
+        if verdict == Verdict::Fence {
             // The start-up clamp: no writes and no upstream. A replica
             // stops acknowledging too, since nobody vouches for its primary
             // any more (§6.2); the blind fence is the fallback when the

@@ -70,6 +70,7 @@ fn heartbeat_from_n2() -> Message {
         data_epoch: 0,
         stamp: 1,
         echo: 0,
+        priority: 100,
     })
 }
 

@@ -666,6 +666,7 @@ fn forged_frames_with_huge_epochs_neither_wedge_elections_nor_persist() {
                         data_epoch: huge,
                         stamp: 1,
                         echo: 0,
+                        priority: 100,
                     })
                 } else {
                     Message::Announce {

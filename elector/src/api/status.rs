@@ -32,6 +32,7 @@ pub const TRANSITION_REASONS: &[&str] = &[
     "quorum_regained",
     "switchover",
     "switchover_rollback",
+    "preemption",
     "data_node_down",
     "data_node_recovered",
 ];

@@ -23,15 +23,23 @@ pub struct Timings {
 /// nodes' monotonic clocks advance at rates within 1 % of each other.
 pub const MAX_CLOCK_RATE_ERROR: f64 = 0.01;
 
+/// The lease's margin when the config leaves `fence_margin_ms` unset: a
+/// fifth of `down_after`, at least one heartbeat, at most a second. The one
+/// place this default lives (config, render-config and `Timings::default`).
+pub fn default_fence_margin_ms(hb_interval_ms: u64, down_after_ms: u64) -> u64 {
+    (down_after_ms / 5).max(hb_interval_ms).min(1_000)
+}
+
 impl Default for Timings {
     fn default() -> Self {
+        let (hb_interval_ms, down_after_ms) = (200, 5_000);
         Timings {
-            hb_interval_ms: 200,
-            down_after_ms: 5_000,
+            hb_interval_ms,
+            down_after_ms,
             election_timeout_ms: 3_000,
             backoff_min_ms: 1_000,
             backoff_max_ms: 5_000,
-            fence_margin_ms: 500,
+            fence_margin_ms: default_fence_margin_ms(hb_interval_ms, down_after_ms),
         }
     }
 }
@@ -99,6 +107,28 @@ impl Member {
     }
 }
 
+/// Priority preemption (protocol §8.1, keepalived's `preempt`): the primary
+/// hands over, by the planned switchover, to a member of higher priority
+/// that has been ready for `delay_ms`. Off by default: a failover then
+/// leaves the primary where it is, as before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preempt {
+    pub enabled: bool,
+    /// How long a preferred member must have been ready without a break
+    /// (healthy, in the mesh, caught up) before the primary hands over. A
+    /// member that stops being ready starts this wait again: no flapping.
+    pub delay_ms: u64,
+}
+
+impl Default for Preempt {
+    fn default() -> Self {
+        Preempt {
+            enabled: false,
+            delay_ms: 10_000,
+        }
+    }
+}
+
 /// Deliberate protocol violations, compiled into `elector-faulty` only, so the
 /// conformance suite can prove its checkers catch real bugs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -123,6 +153,7 @@ pub struct CoreConfig {
     /// Seeds the core's RNG (election backoff jitter).
     pub seed: u64,
     pub faults: Faults,
+    pub preempt: Preempt,
 }
 
 impl CoreConfig {
@@ -210,6 +241,7 @@ mod tests {
             max_lag: 0,
             seed: 0,
             faults: Faults::default(),
+            preempt: Preempt::default(),
         }
     }
 

@@ -137,6 +137,15 @@ impl Core {
         if self.role.switchover().is_some() {
             return;
         }
+        // The chosen successor gives the voters one heartbeat to fence
+        // their data nodes after the HANDOVER: a voter still applying
+        // that fence answers `own_offset_unknown`, and a handover
+        // election that fails falls back to an ordinary one (§8; found
+        // by the preemption simulation, where it repeated every delay).
+        let settle = self.primary.handover_learned_at + self.cfg.timings.hb_interval_ms;
+        if handover_to_me && self.now < settle {
+            return;
+        }
         // The deference is bounded by `down_after`: a successor that
         // restarted in between no longer knows it was chosen, and would
         // itself defer to a better-ranked node that defers to it (found by
@@ -284,6 +293,7 @@ impl Core {
                 && !self.cfg.faults.promote_without_quorum,
             lease_held_once: false,
             switchover: None,
+            preempt_ready: Default::default(),
         };
         self.set_role(RoleState::Primary(leadership), Reason::WonElection);
         self.sync_data_target();

@@ -151,6 +151,7 @@ impl Core {
             data_epoch: self.state.data_epoch,
             stamp: self.now,
             echo: self.echo(),
+            priority: u64::from(self.cfg.priority),
         };
         self.broadcast(Message::Hb(hb));
     }

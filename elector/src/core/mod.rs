@@ -22,13 +22,16 @@ mod follow;
 mod known_primary;
 mod output;
 mod peers;
+mod preempt;
 mod primary;
 pub(crate) mod quorum;
 mod role;
 mod types;
 mod vote;
 
-pub use config::{CoreConfig, Faults, Member, Timings, MAX_CLOCK_RATE_ERROR};
+pub use config::{
+    default_fence_margin_ms, CoreConfig, Faults, Member, Preempt, Timings, MAX_CLOCK_RATE_ERROR,
+};
 pub use output::{Action, Fence, FenceTarget, Gate, Gated, GrantTarget, Output, Persist};
 pub use peers::PeerView;
 pub use types::{
@@ -183,6 +186,8 @@ impl Core {
         consider(self.data.down_since.map(|d| d + t.down_after_ms));
         consider(self.eligible_since.map(|e| e + t.eligibility_announce_ms()));
         consider(Some(self.primary.handover_learned_at + t.down_after_ms));
+        consider(Some(self.primary.handover_learned_at + t.hb_interval_ms));
+        consider(self.preemption_due_at());
         for view in self.peers.iter() {
             consider(
                 view.last_hb
@@ -328,6 +333,7 @@ impl Core {
         }
         if self.role.leadership().is_some() {
             self.check_lease();
+            self.check_preemption();
             self.progress_switchover();
         }
         self.check_switchover_deadline();

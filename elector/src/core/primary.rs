@@ -122,7 +122,7 @@ impl Core {
     }
 
     /// Why a switchover to `to` cannot start now, if it cannot.
-    fn switchover_refusal(&self, to: &str) -> Option<SwitchoverFailure> {
+    pub(super) fn switchover_refusal(&self, to: &str) -> Option<SwitchoverFailure> {
         let Some(l) = self.role.leadership() else {
             return Some(SwitchoverFailure::NotPrimary);
         };
@@ -154,11 +154,19 @@ impl Core {
             });
             return;
         }
-        tracing::info!(%to, timeout_ms, "switchover: fencing writes and waiting for the target");
+        self.begin_switchover(to, timeout_ms, Reason::Switchover);
+    }
+
+    /// Starts draining for a handover to `to` (§8 step 1); `reason` is
+    /// `switchover` or `preemption` (§8.1). The caller has checked
+    /// [`Core::switchover_refusal`].
+    pub(super) fn begin_switchover(&mut self, to: NodeId, timeout_ms: u64, reason: Reason) {
+        tracing::info!(%to, timeout_ms, reason = %reason, "switchover: fencing writes and waiting for the target");
         let switchover = Switchover {
             to,
             deadline: self.now + timeout_ms,
             draining_fence_seq: Some(self.target.seq + 1),
+            reason,
         };
         if let Some(l) = self.role.leadership_mut() {
             l.switchover = Some(switchover);
@@ -166,7 +174,7 @@ impl Core {
         self.sync_data_target();
         self.outbox.fence(Fence::Notify {
             epoch: self.state.epoch,
-            reason: Reason::Switchover,
+            reason,
         });
     }
 
@@ -191,12 +199,12 @@ impl Core {
         if !caught_up {
             return;
         }
-        let to = sw.to.clone();
-        tracing::info!(%to, offset = mine.1, "switchover: target caught up, handing over");
+        let (to, reason) = (sw.to.clone(), sw.reason);
+        tracing::info!(%to, offset = mine.1, reason = %reason, "switchover: target caught up, handing over");
         if let Some(sw) = self.role.switchover_mut() {
             sw.draining_fence_seq = None;
         }
-        self.resign(Some(to), Reason::Switchover);
+        self.resign(Some(to), reason);
     }
 
     /// A switchover that does not finish in time rolls back: while still

@@ -10,7 +10,7 @@
 
 use super::types::{Millis, Notice, Reason};
 use crate::protocol::{NodeId, Role};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A candidacy in progress (§5.1).
 #[derive(Debug, Clone)]
@@ -30,6 +30,10 @@ pub(super) struct Switchover {
     /// `Some(seq)` while draining (waiting for the fence `seq` to apply and
     /// the target to catch up); `None` once this node has resigned.
     pub(crate) draining_fence_seq: Option<u64>,
+    /// `switchover` when an operator asked, `preemption` when the primary
+    /// hands over to a member of higher priority (§8.1): the fence and the
+    /// resignation carry it.
+    pub(crate) reason: Reason,
 }
 
 /// What only a primary has: its lease (§6.2) and a switchover it drains.
@@ -42,6 +46,11 @@ pub(super) struct Leadership {
     /// `quorum_regained`).
     pub(crate) lease_held_once: bool,
     pub(crate) switchover: Option<Switchover>,
+    /// Preemption (§8.1): since when each member of higher priority has
+    /// been ready without a break, as this primary saw it. Dropped with the
+    /// role, and cleared when a preemption starts, so a target that fails
+    /// waits its whole delay again.
+    pub(crate) preempt_ready: BTreeMap<NodeId, Millis>,
 }
 
 #[derive(Debug, Clone)]
@@ -154,6 +163,7 @@ mod tests {
             to: "n2".into(),
             deadline: 10,
             draining_fence_seq: None,
+            reason: Reason::Switchover,
         }
     }
 

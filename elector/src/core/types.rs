@@ -141,6 +141,8 @@ pub enum Reason {
     /// Our primary has reported itself fenced for longer than the
     /// freshness window: peers treat it as absent for voting (§6.9).
     PrimaryFenced,
+    /// The primary hands over to a member of higher priority (§8.1).
+    Preemption,
 }
 
 impl Reason {
@@ -162,6 +164,7 @@ impl Reason {
             Reason::PrimaryResigned => "primary_resigned",
             Reason::DataNodeRestarted => "data_node_restarted",
             Reason::PrimaryFenced => "primary_fenced",
+            Reason::Preemption => "preemption",
         }
     }
 }

@@ -27,7 +27,7 @@
 //! writable primary it made ([`Shared::armed`]); a nudge racing a demotion
 //! reaches a replica or a quiesced primary, which refuses it.
 
-use super::info::RespClient;
+use super::client::{Credentials, RespClient};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -121,8 +121,8 @@ impl Pacer {
 }
 
 /// Starts the nudger on its own connection to the data node.
-pub(crate) fn spawn(address: &str, password: Option<&str>, shared: Arc<Shared>) {
-    let client = RespClient::new(address, password);
+pub(crate) fn spawn(address: &str, credentials: &Credentials, shared: Arc<Shared>) {
+    let client = RespClient::new(address, credentials);
     tokio::spawn(run(client, shared));
 }
 

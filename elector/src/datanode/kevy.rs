@@ -30,7 +30,8 @@
 //! 100 ms + 20 ms of the replica's previous acknowledgement.
 
 use super::ack_nudge::{self, Shared as NudgeShared};
-use super::info::{RespClient, Upstream};
+use super::client::{Credentials, RespClient};
+use super::info::Upstream;
 use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
@@ -62,7 +63,7 @@ const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
 pub struct KevyNode {
     address: String,
     client: RespClient,
-    password: Option<String>,
+    credentials: Credentials,
     /// A client of the primary we were last told to follow (its client
     /// port), to see it promoted before we follow it.
     upstream_probe: Option<(String, RespClient)>,
@@ -102,13 +103,13 @@ impl Drop for KevyNode {
 impl KevyNode {
     pub(crate) fn new(
         address: &str,
-        password: Option<&str>,
+        credentials: &Credentials,
         replication_port_offset: u16,
     ) -> KevyNode {
         KevyNode {
             address: address.to_string(),
-            client: RespClient::new(address, password),
-            password: password.map(str::to_string),
+            client: RespClient::new(address, credentials),
+            credentials: credentials.clone(),
             upstream_probe: None,
             replication_port_offset,
             following: Upstream::default(),
@@ -155,7 +156,7 @@ impl KevyNode {
         let (armed, due) = (self.nudge_armed(info), self.nudge_due(info));
         let shared = self.nudger.get_or_insert_with(|| {
             let shared = Arc::new(NudgeShared::default());
-            ack_nudge::spawn(&self.address, self.password.as_deref(), shared.clone());
+            ack_nudge::spawn(&self.address, &self.credentials, shared.clone());
             shared
         });
         shared
@@ -183,7 +184,7 @@ impl KevyNode {
             .as_ref()
             .is_none_or(|(a, _)| a != primary_addr)
         {
-            let client = RespClient::new(primary_addr, self.password.as_deref());
+            let client = RespClient::new(primary_addr, &self.credentials);
             self.upstream_probe = Some((primary_addr.to_string(), client));
         }
         let Some((_, probe)) = self.upstream_probe.as_mut() else {
@@ -378,7 +379,7 @@ mod tests {
     use super::*;
 
     fn replica_of(host: &str, port: u16) -> KevyNode {
-        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000);
+        let mut node = KevyNode::new("127.0.0.1:1", &Credentials::default(), 10_000);
         node.upstream_seen = Some((host.to_string(), port));
         node
     }
@@ -415,7 +416,8 @@ mod tests {
     }
 
     fn writable_primary() -> KevyNode {
-        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000).with_ack_nudge(true);
+        let mut node =
+            KevyNode::new("127.0.0.1:1", &Credentials::default(), 10_000).with_ack_nudge(true);
         node.writable_applied = true;
         node.quiesced = Some(false);
         node
@@ -448,7 +450,7 @@ mod tests {
 
     #[test]
     fn without_an_observation_the_address_we_last_gave_is_the_one_left() {
-        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000);
+        let mut node = KevyNode::new("127.0.0.1:1", &Credentials::default(), 10_000);
         assert_eq!(node.leaving(None), None);
         node.following.set("n1:6379", "10.0.0.2".into(), 16379);
         assert_eq!(node.leaving(None), Some(("10.0.0.2".to_string(), 16379)));

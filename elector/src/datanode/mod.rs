@@ -7,19 +7,23 @@
 
 mod ack_nudge;
 mod any;
+mod client;
 pub mod driver;
+mod error_log;
 mod info;
 mod kevy;
 mod redis_node;
 pub(crate) mod stale_connect;
 
 pub(crate) use any::AnyNode;
+pub(crate) use client::Credentials;
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
 pub use redis_node::RedisNode;
 
 use crate::core::{DataNodeTarget, Observation};
 use driver::{Command, Driver, Observed, Outcome, Step};
+use error_log::{ErrorLine, ErrorLog};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -81,6 +85,8 @@ pub struct DataNodeReport {
     /// A fence target was applied in this round: how long after it was
     /// issued (exported as `elector_fence_apply_seconds`, protocol §6.2.1).
     pub(crate) fence_applied_after: Option<Duration>,
+    /// A fence target failed to apply in this round.
+    pub(crate) fence_failed: bool,
     /// Hanging replication connects aborted in this round (kevy), and why
     /// one could not be.
     pub(crate) aborts: stale_connect::AbortTally,
@@ -99,6 +105,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
     poll: Duration,
 ) {
     let mut driver = Driver::new(adapter.kind());
+    let mut errors = ErrorLog::default();
     let started = Instant::now();
     let ms = || started.elapsed().as_millis() as u64;
     let mut ticker = tokio::time::interval(poll);
@@ -127,6 +134,16 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             step = driver.next(outcome, ms());
         };
         link_up = log_link_change(link_up, round.info.as_ref(), adapter.kind());
+        match errors.note(round.error.as_deref(), Instant::now()) {
+            Some(ErrorLine::Failing { cause, repeat }) => tracing::warn!(
+                %cause, backend = adapter.kind(), repeat,
+                "data node unusable; the elector keeps trying every poll"
+            ),
+            Some(ErrorLine::Recovered) => {
+                tracing::info!(backend = adapter.kind(), "data node answers again")
+            }
+            None => {}
+        }
         let aborts = adapter.take_aborts();
         if aborts.aborted > 0 {
             tracing::info!(aborted = aborts.aborted, backend = adapter.kind(),
@@ -141,6 +158,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             info: round.info,
             error: round.error,
             fence_applied_after: round.fence_applied_after_ms.map(Duration::from_millis),
+            fence_failed: round.fence_failed,
             aborts,
             ack_nudges: adapter.take_ack_nudges(),
         };

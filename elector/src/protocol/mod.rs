@@ -134,6 +134,9 @@ pub struct Heartbeat {
     /// The latest `stamp` this sender received from the primary it follows
     /// (0 when it follows none, or has voted in a later epoch).
     pub echo: u64,
+    /// The sender's configured `priority` (protocol §8.1, preemption; 0
+    /// from a peer older than the extension, which is never preferred).
+    pub priority: u64,
 }
 
 /// One election message (protocol §3).

@@ -15,6 +15,7 @@ fn hb() -> Heartbeat {
         data_epoch: 3,
         stamp: 1234,
         echo: 1200,
+        priority: 100,
     }
 }
 

@@ -56,6 +56,7 @@ impl Message {
                     n(hb.data_epoch),
                     n(hb.stamp),
                     n(hb.echo),
+                    n(hb.priority),
                 ]
             }
             Message::Offer {
@@ -135,7 +136,7 @@ impl Message {
                 })
             }
             b"HB" => {
-                arity(4, 10)?;
+                arity(4, 11)?;
                 let epoch = self::epoch(&args[0])?;
                 let primary = match args.get(5).map(Vec::as_slice) {
                     None | Some(b"-") => None,
@@ -159,6 +160,7 @@ impl Message {
                     data_epoch: optional_epoch(args, 7)?,
                     stamp: optional_number(args, 8)?,
                     echo: optional_number(args, 9)?,
+                    priority: optional_number(args, 10)?,
                 }))
             }
             b"OFFER" => {

@@ -3,7 +3,7 @@
 //! the watchdog's answer to a silent elector.
 
 use super::{Millis, Sim, Timings};
-use elector::core::{DataNodeTarget, Event};
+use elector::core::{DataNodeTarget, Event, Preempt};
 use elector::protocol::Role;
 
 impl Sim {
@@ -18,6 +18,20 @@ impl Sim {
         self.nodes[i].fingerprint = self.fingerprint(&timings, self.data_members());
         self.nodes[i].core = None;
         self.boot(i);
+    }
+
+    /// Gives the nodes these priorities and turns preemption on (§8.1):
+    /// every elector restarts with the new configuration, the data nodes
+    /// keep running (a rolling configuration change).
+    #[allow(dead_code)] // used by tests/preemption.rs, not tests/simulation.rs
+    pub fn prefer(&mut self, priorities: &[u32], preempt: Preempt) {
+        self.priorities = priorities.to_vec();
+        self.preempt = preempt;
+        for (i, p) in priorities.iter().enumerate() {
+            self.trace(i, &format!("PRIORITY {p}"));
+            self.nodes[i].core = None;
+            self.boot(i);
+        }
     }
 
     /// Kills node `i`'s elector. The node supervisor (container entrypoint,

@@ -14,7 +14,7 @@ pub use world::{sim_timings, World};
 use datalayer::{AckedWrite, DataNode, PendingWrite};
 use elector::core::{
     Action, Core, CoreConfig, DataNodeTarget, Event, Faults, Fence, Gate, Member, Millis, Notice,
-    Output, PersistedState, Timings,
+    Output, PersistedState, Preempt, Timings,
 };
 use elector::datanode::driver::{Command, Driver, Outcome};
 use elector::net::fingerprint::Fingerprint;
@@ -157,6 +157,10 @@ pub struct Sim {
     /// The next node to become primary finds its disk broken at once: its
     /// first persist as primary (the stream epoch) fails (finding 2).
     pub break_disk_on_promotion: Option<u64>,
+    /// Each node's `priority` and the cluster's preemption setting (§8.1);
+    /// all 100 and off unless a test calls [`Sim::prefer`].
+    pub priorities: Vec<u32>,
+    pub preempt: Preempt,
 }
 
 impl Sim {
@@ -193,6 +197,8 @@ impl Sim {
             events_handled: 0,
             break_disk_on_promotion: None,
             ack_copies_override: None,
+            priorities: vec![100; n],
+            preempt: Preempt::default(),
             ids,
             data,
         };
@@ -282,13 +288,14 @@ impl Sim {
                 })
                 .collect(),
             timings: self.timings_of(i),
-            priority: 100,
+            priority: self.priorities.get(i).copied().unwrap_or(100),
             max_lag: u64::MAX,
             seed: self
                 .seed
                 .wrapping_mul(31)
                 .wrapping_add(i as u64 * 7 + self.nodes[i].incarnation),
             faults: self.faults,
+            preempt: self.preempt,
         }
     }
 

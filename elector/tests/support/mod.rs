@@ -325,6 +325,13 @@ impl Cluster {
         if !self.nodes[i].witness {
             self.start_data(i)?;
         }
+        self.start_elector(i);
+        Ok(())
+    }
+
+    /// Starts node `i`'s elector alone (its data node untouched), from the
+    /// `elector.yaml` in its directory as it is now; its log starts afresh.
+    pub fn start_elector(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         let log = std::fs::File::create(node.dir.join(format!("elector-{}.log", node.id))).unwrap();
         let mut cmd = match self.elector_nofile {
@@ -349,7 +356,6 @@ impl Cluster {
             .spawn()
             .expect("start elector");
         node.elector = Some(child);
-        Ok(())
     }
 
     /// SIGKILL of elector and data node, as the node supervisor does.

@@ -1,6 +1,7 @@
 //! Tests that drop packets with iptables run in a private network namespace
 //! (`unshare -n`, which needs root), so they never touch the host's own
-//! rules. Where that is not allowed they say so and pass.
+//! rules; and in a private mount namespace (`-m`), so a test may bind its own
+//! file over `/etc/hosts`. Where that is not allowed they say so and pass.
 
 /// Set in the re-run child: the test is inside its namespace.
 const INSIDE: &str = "ELECTOR_TEST_IN_NETNS";
@@ -15,6 +16,7 @@ pub fn inside_private_netns(name: &str) -> bool {
     let allowed = std::process::Command::new("unshare")
         .args([
             "-n",
+            "-m",
             "sh",
             "-c",
             "ip link set lo up && iptables -L INPUT -n",
@@ -27,7 +29,13 @@ pub fn inside_private_netns(name: &str) -> bool {
     }
     let exe = std::env::current_exe().unwrap();
     let status = std::process::Command::new("unshare")
-        .args(["-n", "sh", "-c", "ip link set lo up && exec \"$0\" \"$@\""])
+        .args([
+            "-n",
+            "-m",
+            "sh",
+            "-c",
+            "ip link set lo up && exec \"$0\" \"$@\"",
+        ])
         .arg(exe)
         .args(["--exact", name, "--nocapture"])
         .env(INSIDE, "1")

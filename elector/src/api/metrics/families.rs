@@ -62,6 +62,8 @@ pub(super) struct Counters {
     /// A gauge among the counters: it only ever rises, like them, and is
     /// kept beside the two series it summarises.
     pub(super) fence_apply_max_seconds: SecondsGauge,
+    /// Fence targets the data node refused or did not answer.
+    pub(super) fence_failures: Counter,
     pub(super) messages_in: Family<ByType, Counter>,
     pub(super) messages_out: Family<ByType, Counter>,
     pub(super) messages_rejected: Family<ByReason, Counter>,
@@ -122,6 +124,11 @@ impl Counters {
             "elector_fence_apply_max_seconds",
             "Slowest fence apply since start: keep it below timings.fence_margin_ms",
             self.fence_apply_max_seconds.clone(),
+        );
+        r.register(
+            "elector_fence_failures",
+            "Fences the data node refused or did not answer: it may still take writes (see the log)",
+            self.fence_failures.clone(),
         );
         r.register(
             "elector_messages_in",

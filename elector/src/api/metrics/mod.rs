@@ -15,6 +15,7 @@
 //! contention would matter.
 
 mod families;
+pub(crate) mod limits;
 mod status_gauges;
 
 use std::borrow::Cow;
@@ -28,6 +29,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use self::families::{ByHook, ByReason, ByType, Counters};
+pub use self::limits::{watchdog_clamps_path, Limits};
 use super::status::{StatusSnapshot, TRANSITION_REASONS};
 
 /// Rejection reasons that always appear (as 0) so alerts can be written
@@ -88,6 +90,9 @@ pub struct Metrics {
     /// be read by label but not listed, and `/status` lists rejections by
     /// reason, the unforeseen ones (`api_unauthorized`) included.
     rejected_reasons: Mutex<BTreeSet<&'static str>>,
+    /// The configuration's bounds (fence budget, max lag) and where the
+    /// watchdog counts its clamps; exported once the runtime sets them.
+    limits: std::sync::OnceLock<Limits>,
 }
 
 impl Default for Metrics {
@@ -112,6 +117,7 @@ impl Metrics {
         Metrics {
             counters,
             rejected_reasons: Mutex::new(KNOWN_REJECT_REASONS.iter().copied().collect()),
+            limits: std::sync::OnceLock::new(),
         }
     }
 
@@ -155,6 +161,16 @@ impl Metrics {
         c.fence_apply_max_seconds
             .inner()
             .fetch_max(secs.to_bits(), Ordering::Relaxed);
+    }
+
+    /// A fence target failed to apply on the data node.
+    pub(crate) fn fence_failed(&self) {
+        self.counters.fence_failures.inc();
+    }
+
+    /// The configured bounds the alert rules compare with; set once at start.
+    pub fn set_limits(&self, limits: Limits) {
+        let _ = self.limits.set(limits);
     }
 
     /// A valid message of `kind` (`HB`, `OFFER`, ...) was received.
@@ -261,6 +277,9 @@ impl Metrics {
         let mut registry = Registry::with_labels(std::iter::once(node));
         status_gauges::register(&mut registry, status);
         self.counters.register(&mut registry);
+        if let Some(limits) = self.limits.get() {
+            limits.register(&mut registry);
+        }
         let mut out = String::with_capacity(8192);
         // Writing into a String cannot fail; the encoder's own errors are
         // formatting errors from that writer.

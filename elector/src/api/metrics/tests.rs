@@ -181,12 +181,16 @@ const EXPOSED_FAMILIES: &[(&str, &str, &[&str], &str)] = &[
     ("elector_fence_applies_total", "counter", &["node"], "Fences applied on the data node (protocol 6.2.1)."),
     ("elector_fence_apply_seconds_total", "counter", &["node"], "Time from each decision to fence to the data node's OK, summed."),
     ("elector_fence_apply_max_seconds", "gauge", &["node"], "Slowest fence apply since start: keep it below timings.fence_margin_ms."),
+    ("elector_fence_failures_total", "counter", &["node"], "Fences the data node refused or did not answer: it may still take writes (see the log)."),
     ("elector_messages_in_total", "counter", &["node", "type"], "Valid election messages received, by type."),
     ("elector_messages_out_total", "counter", &["node", "type"], "Election messages sent, by type."),
     ("elector_messages_rejected_total", "counter", &["node", "reason"], "Election messages dropped, by reason."),
     ("elector_connections_closed_total", "counter", &["node", "reason"], "Election connections closed, by reason (protocol 3.2)."),
     ("elector_transitions_total", "counter", &["node", "reason"], "Role transitions, by reason."),
     ("elector_hooks_run_total", "counter", &["node", "event", "outcome"], "Hook scripts run, by event and outcome."),
+    ("elector_fence_budget_seconds", "gauge", &["node"], "timings.fence_margin_ms: a fence apply slower than this eats the lease's margin."),
+    ("elector_max_lag_bytes", "gauge", &["node"], "max_lag_bytes: a replica further behind is not electable (commands on kevy)."),
+    ("elector_watchdog_clamps_total", "counter", &["node"], "Times the watchdog fenced the data node because the elector was silent past its lease."),
 ];
 
 /// A state in which every family has at least one sample.
@@ -198,6 +202,12 @@ fn busy_metrics_and_snapshot() -> (Metrics, StatusSnapshot) {
     m.stale_connects(2, true);
     m.ack_nudges(3);
     m.fence_applied(std::time::Duration::from_micros(1500));
+    m.fence_failed();
+    m.set_limits(Limits {
+        fence_budget: std::time::Duration::from_millis(300),
+        max_lag: 1 << 20,
+        watchdog_clamps: Some(std::path::PathBuf::from("/nonexistent/watchdog-clamps")),
+    });
     m.message_in("HB");
     m.message_out("OFFER");
     m.message_rejected("replay");

@@ -7,6 +7,7 @@
 mod data_node;
 mod durability;
 mod lease;
+mod preempt;
 mod switchover;
 mod vote;
 mod witness;
@@ -37,6 +38,7 @@ pub(super) fn config(me: &str) -> CoreConfig {
         max_lag: u64::MAX,
         seed: 7,
         faults: Faults::default(),
+        preempt: Preempt::default(),
     }
 }
 
@@ -203,6 +205,7 @@ pub(super) fn heartbeat(from: &str, epoch: u64, primary: Option<&str>, echo: u64
             data_epoch: 0,
             stamp: 0,
             echo,
+            priority: 100,
         }),
     }
 }

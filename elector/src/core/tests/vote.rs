@@ -143,6 +143,7 @@ fn peers_stop_vouching_for_a_primary_that_stays_fenced() {
             data_epoch: 1,
             stamp: t,
             echo: 0,
+            priority: 100,
         }),
     };
     n.handle(100, hb(100, false));

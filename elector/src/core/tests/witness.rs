@@ -52,6 +52,7 @@ fn primary_hb(from: &str, epoch: u64, offset: u64, stamp: u64) -> Event {
             data_epoch: epoch,
             stamp,
             echo: 0,
+            priority: 100,
         }),
     }
 }
@@ -72,6 +73,7 @@ fn data_hb(from: &str, epoch: u64, offset: u64, primary: Option<&str>) -> Event 
             data_epoch: epoch,
             stamp: 0,
             echo: 0,
+            priority: 100,
         }),
     }
 }

@@ -48,6 +48,9 @@ pub enum Outcome {
     BlindFenced(Result<(), DataNodeError>),
 }
 
+// A `Step` lives for one data-node command and is never stored in bulk;
+// boxing the report would only add an allocation per round.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Step {
     Run(Command),
@@ -63,6 +66,9 @@ pub struct RoundReport {
     /// A fence target was applied in this round, this long after it was
     /// first seen (`elector_fence_apply_seconds`, §6.2.1).
     pub(crate) fence_applied_after_ms: Option<Millis>,
+    /// A fence target was refused or not answered in this round: the data
+    /// node may still take writes it should not (`elector_fence_failures`).
+    pub(crate) fence_failed: bool,
 }
 
 /// The driver's memory of the data node between rounds.
@@ -156,6 +162,7 @@ struct Round {
     needs_apply: bool,
     error: Option<String>,
     fence_applied_after_ms: Option<Millis>,
+    fence_failed: bool,
 }
 
 /// What a round does next: a command, or end with this read.
@@ -183,7 +190,11 @@ impl Round {
                         t.may_be_writable = false;
                         self.fence_applied_after_ms = t.fence_latency(now);
                     }
-                    Err(e) => self.error = Some(e.to_string()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, target = ?self.target, backend, "fencing the data node failed");
+                        self.error = Some(e.to_string());
+                        self.fence_failed = true;
+                    }
                 }
                 self.run(Phase::ObserveBefore, Command::Observe)
             }
@@ -318,6 +329,7 @@ impl Round {
             Err(e) => {
                 tracing::warn!(error = %e, target = ?self.target, "applying data node target failed");
                 self.error = Some(e.to_string());
+                self.fence_failed |= !writable;
             }
         }
     }
@@ -376,6 +388,7 @@ impl Tracker {
             info,
             error,
             fence_applied_after_ms,
+            fence_failed: false,
         }
     }
 }
@@ -442,6 +455,7 @@ impl Driver {
             needs_apply: false,
             error: None,
             fence_applied_after_ms: None,
+            fence_failed: false,
         });
         Step::Run(first)
     }
@@ -457,10 +471,12 @@ impl Driver {
             Progress::Run(command) => Step::Run(command),
             Progress::Finish(read) => {
                 let round = self.round.take().expect("a round in progress");
-                Step::Done(
-                    self.t
-                        .report(read, round.error, round.fence_applied_after_ms),
-                )
+                Step::Done(RoundReport {
+                    fence_failed: round.fence_failed,
+                    ..self
+                        .t
+                        .report(read, round.error, round.fence_applied_after_ms)
+                })
             }
         }
     }
