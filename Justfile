@@ -103,6 +103,16 @@ bench-failover:
     scripts/build-images.sh
     cargo run -p conformance --release -- bench --target "${BENCH_TARGETS:-all}" --docs docs --command "just bench-failover"
 
+# the fastest safe detection per target: the loss soak at each of BENCH_DETECTION_VALUES (default 500,750,1000,1500,2000,3000 ms; kevy's built-in at 5000 only) BENCH_SOAK_RUNS times (default 10) for BENCH_SOAK_SECS (default 120), then primary-kill and isolate-primary BENCH_RUNS times (default 10) at each target's fastest safe value; BENCH_PHASE=sweep|failover|render splits it into chunks sharing target/bench-detection; writes docs/benchmarks-detection.md
+bench-detection:
+    scripts/install-deps.sh
+    scripts/build-images.sh
+    cargo run -p conformance --release -- bench-detection --command "just bench-detection"
+
+# durable write latency (SET + WAIT 1) on loopback, 3 real nodes per backend, 1 and 16 clients: p50, p99, acknowledged writes/s (BENCH_WRITE_SECS, default 10; BENCH_WRITE_BACKENDS; BENCH_WRITE_EXTRA adds data_node settings, e.g. "ack_nudge: false")
+bench-writes:
+    cargo test -p elector --release --test write_latency_bench measure_durable_write_latency -- --ignored --nocapture
+
 # the elector and Redis Sentinel side by side on loopback (BENCH_RUNS, BENCH_DOWN_AFTER_MS)
 bench-sentinel:
     cargo test -p elector --release --test failover_bench sentinel_and_elector -- --ignored --nocapture

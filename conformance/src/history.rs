@@ -163,6 +163,10 @@ pub struct History {
     #[serde(default)]
     pub writers_stopped_ms: Option<Ms>,
     pub end_ms: Ms,
+    /// Wall clock at the history's 0 ms, in ms since the Unix epoch (0 in
+    /// histories recorded before it was kept).
+    #[serde(default)]
+    pub start_unix_ms: u64,
     /// The target that ran (`elector+kevy`, `redis-sentinel`, ...); empty in
     /// histories recorded before targets existed (= our elector).
     #[serde(default, skip_serializing_if = "String::is_empty")]

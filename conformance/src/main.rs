@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
-use conformance::bench::{self, Plan};
+use conformance::bench::detection::{self, DetectionPlan};
+use conformance::bench::{self, detection_render, Plan};
 use conformance::docker::{self, LABEL_SESSION, LABEL_SUITE};
 use conformance::report;
 use conformance::runner::RunOptions;
@@ -43,6 +44,14 @@ struct Cli {
 enum SuiteArg {
     Quick,
     Full,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum PhaseArg {
+    Sweep,
+    Failover,
+    Render,
+    All,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -143,6 +152,44 @@ enum Cmd {
         #[arg(long)]
         render_from: Option<PathBuf>,
     },
+    /// The fastest safe detection per target: the loss soak swept over
+    /// detection values, then primary-kill and isolate-primary at each target's
+    /// fastest safe value; writes docs/benchmarks-detection.md. Phases share
+    /// --out, so a sweep can be taken in chunks (per target, per phase).
+    BenchDetection {
+        /// Targets, comma-separated or `all`.
+        #[arg(long, env = "BENCH_TARGETS", default_value = "all")]
+        target: String,
+        /// Detection times swept, in ms (kevy's built-in election: 5000 only).
+        #[arg(
+            long,
+            env = "BENCH_DETECTION_VALUES",
+            value_delimiter = ',',
+            default_value = "500,750,1000,1500,2000,3000"
+        )]
+        values: Vec<u64>,
+        /// Soak runs per target and value.
+        #[arg(long, env = "BENCH_SOAK_RUNS", default_value_t = 10)]
+        soak_runs: u64,
+        /// Length of each soak's loss period, in seconds.
+        #[arg(long, env = "BENCH_SOAK_SECS", default_value_t = 120)]
+        soak_secs: u64,
+        /// Runs of each failover scenario at the fastest safe value.
+        #[arg(long, env = "BENCH_RUNS", default_value_t = 10)]
+        runs: u64,
+        /// `sweep`, `failover` (at the fastest safe values the runs in --out
+        /// show), `render` (the page from --out alone) or `all`.
+        #[arg(long, env = "BENCH_PHASE", value_enum, default_value = "all")]
+        phase: PhaseArg,
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Where the page goes.
+        #[arg(long, default_value = "docs")]
+        docs: PathBuf,
+        /// The command line quoted in the page.
+        #[arg(long, default_value = "just bench-detection")]
+        command: String,
+    },
     /// List scenarios (name, nodes, tags).
     List {
         #[arg(long)]
@@ -175,7 +222,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     if matches!(
         cli.cmd,
-        Cmd::Run { .. } | Cmd::Smoke { .. } | Cmd::Bench { .. }
+        Cmd::Run { .. } | Cmd::Smoke { .. } | Cmd::Bench { .. } | Cmd::BenchDetection { .. }
     ) {
         // Before any runtime thread exists: testcontainers' client needs it on old engines.
         docker::install_api_proxy().context("talking to the Docker engine")?;
@@ -283,6 +330,64 @@ async fn async_main(cli: Cli) -> Result<()> {
             println!("{}", page.markdown);
             println!(
                 "wrote {}/benchmarks.md; per-run reports in {}",
+                docs.display(),
+                opts.out_dir.display()
+            );
+            Ok(())
+        }
+        Cmd::BenchDetection {
+            target,
+            values,
+            soak_runs,
+            soak_secs,
+            runs,
+            phase,
+            common,
+            docs,
+            command,
+        } => {
+            let plan = DetectionPlan {
+                targets: target::parse_list(&target)?,
+                values_ms: values,
+                soak_runs,
+                soak_secs,
+                runs,
+            };
+            let (all, opts) =
+                common.open(suite::default_out_dir().with_file_name("bench-detection"))?;
+            if phase != PhaseArg::Render {
+                let d = docker::connect()?;
+                d.ping().await.context("docker ping")?;
+                let label = format!("{LABEL_SESSION}={}", opts.session);
+                let work = async {
+                    if matches!(phase, PhaseArg::Sweep | PhaseArg::All) {
+                        detection::sweep(&all, &plan, &opts).await?;
+                    }
+                    if matches!(phase, PhaseArg::Failover | PhaseArg::All) {
+                        let stored = detection::load_all(&opts.out_dir)?;
+                        let fastest = detection::fastest_safe(&detection::soak_verdicts(&stored));
+                        detection::failover(&all, &plan, &fastest, &opts).await?;
+                    }
+                    anyhow::Ok(())
+                };
+                tokio::select! {
+                    r = work => r?,
+                    _ = tokio::signal::ctrl_c() => {
+                        eprintln!("interrupted: removing this run's containers");
+                        docker::cleanup_label(&d, &label).await?;
+                        bail!("interrupted");
+                    }
+                }
+            }
+            let stored = detection::load_all(&opts.out_dir)?;
+            let phases = bench::breakdown::load(&opts.out_dir.join("failover"), &stored);
+            let page =
+                detection_render::page(&stored, &phases, &plan, &machine::describe(), &command);
+            std::fs::create_dir_all(&docs)?;
+            std::fs::write(docs.join("benchmarks-detection.md"), &page)?;
+            println!("{page}");
+            println!(
+                "wrote {}/benchmarks-detection.md; per-run reports in {}",
                 docs.display(),
                 opts.out_dir.display()
             );

@@ -27,6 +27,9 @@ pub struct NodeAddrs {
 /// The shared recorder.
 pub struct Recorder {
     start: Instant,
+    /// The wall clock at `start`, in ms since the Unix epoch: to place the
+    /// containers' timestamped logs on the history's time line.
+    pub start_unix_ms: u64,
     pub nodes: BTreeMap<String, NodeAddrs>,
     /// How clients find the primary (the target's way).
     pub discovery: Discovery,
@@ -46,6 +49,9 @@ impl Recorder {
     pub fn new(nodes: BTreeMap<String, NodeAddrs>, discovery: Discovery) -> Arc<Recorder> {
         Arc::new(Recorder {
             start: Instant::now(),
+            start_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
             nodes,
             discovery,
             sentinel_cursor: AtomicUsize::new(0),

@@ -18,9 +18,10 @@ use support::{Backend, Cluster, SHORT_TIMINGS};
 const ROUNDS: usize = 10;
 
 /// Runs [`ROUNDS`] rounds on the primary of a fresh 3-node kevy cluster;
-/// returns how many `WAIT`s saw a replica acknowledge, and the primary's
-/// `elector_ack_nudges_total`.
-fn acknowledged_rounds(data_node_extra: &str) -> (usize, u64) {
+/// returns how many `WAIT`s saw a replica acknowledge, the primary's
+/// `elector_ack_nudges_total`, and the nudges it sent while the cluster
+/// then stood idle for 2 s (after the nudger's 1 s wake-up window).
+fn acknowledged_rounds(data_node_extra: &str) -> (usize, u64, u64) {
     support::require("kevy");
     let cluster = Cluster::start_configured(Backend::Kevy, 3, SHORT_TIMINGS, data_node_extra);
     let p = cluster.wait_primary(Duration::from_secs(15));
@@ -45,19 +46,25 @@ fn acknowledged_rounds(data_node_extra: &str) -> (usize, u64) {
         }
         std::thread::sleep(Duration::from_millis(300));
     }
-    (acknowledged, cluster.metric(p, "elector_ack_nudges_total"))
+    let nudges = cluster.metric(p, "elector_ack_nudges_total");
+    std::thread::sleep(Duration::from_millis(1_500));
+    let settled = cluster.metric(p, "elector_ack_nudges_total");
+    std::thread::sleep(Duration::from_secs(2));
+    let idle = cluster.metric(p, "elector_ack_nudges_total") - settled;
+    (acknowledged, nudges, idle)
 }
 
 #[test]
 fn a_kevy_primarys_elector_nudges_lagging_replicas_so_wait_answers_within_its_timeout() {
-    let (nudged, nudges) = acknowledged_rounds("");
-    let (control, control_nudges) = acknowledged_rounds("ack_nudge: false");
+    let (nudged, nudges, idle_nudges) = acknowledged_rounds("");
+    let (control, control_nudges, _) = acknowledged_rounds("ack_nudge: false");
     eprintln!(
         "WAIT 1 600 acknowledged: {nudged}/{ROUNDS} with the nudge ({nudges} nudges), \
          {control}/{ROUNDS} without"
     );
     assert_eq!(control_nudges, 0, "ack_nudge: false sends none");
     assert!(nudges > 0, "the lagging replicas were nudged");
+    assert_eq!(idle_nudges, 0, "an idle cluster is not nudged");
     assert!(
         nudged >= ROUNDS - 1,
         "with the nudge nearly every WAIT is answered: {nudged}/{ROUNDS}"

@@ -6,7 +6,10 @@
 //! durable failover = fault to the first write a replica acknowledged
 //! (`SET` + `WAIT quorum-1`) on another node ([`crate::metrics`]).
 
+pub mod breakdown;
 pub mod chart;
+pub mod detection;
+pub mod detection_render;
 pub mod render;
 
 use std::collections::BTreeMap;
@@ -48,20 +51,34 @@ pub struct Machine {
     pub commit: String,
 }
 
+impl Machine {
+    /// The page's "Machine:" line.
+    pub fn line(&self) -> String {
+        format!(
+            "- Machine: {} CPUs, {} memory, kernel {}, Docker {}; commit {}.",
+            self.nproc, self.memory, self.kernel, self.docker, self.commit
+        )
+    }
+}
+
+/// A scenario a bench plays, by name.
+pub(crate) fn find_scenario(all: &[Scenario], name: &str) -> Result<Scenario> {
+    all.iter()
+        .find(|s| s.name == name)
+        .cloned()
+        .ok_or_else(|| Error::Scenario {
+            file: name.to_string(),
+            message: "bench scenario missing".into(),
+        })
+}
+
 /// The scenarios of a plan with the plan's detection time, in play order.
 pub fn scenarios(all: &[Scenario], plan: &Plan) -> Result<(Vec<Scenario>, Scenario)> {
     let find = |name: &str| {
-        all.iter()
-            .find(|s| s.name == name)
-            .cloned()
-            .ok_or_else(|| Error::Scenario {
-                file: name.to_string(),
-                message: "bench scenario missing".into(),
-            })
-            .map(|mut s| {
-                s.timings.down_after_ms = plan.down_after_ms;
-                s
-            })
+        find_scenario(all, name).map(|mut s| {
+            s.timings.down_after_ms = plan.down_after_ms;
+            s
+        })
     };
     let failover = FAILOVER_SCENARIOS
         .iter()
@@ -78,6 +95,35 @@ pub fn harness_failed(r: &RunResult) -> bool {
     r.error
         .as_deref()
         .is_some_and(|e| e.starts_with("cluster start"))
+}
+
+/// Plays one run, again when its cluster never started (the harness, not
+/// the target, failed); writes its report files into `opts.out_dir`.
+pub(crate) async fn play(
+    scn: &Scenario,
+    t: TargetKind,
+    seed: u64,
+    opts: &RunOptions,
+    run_no: &mut usize,
+) -> Result<(RunResult, History)> {
+    let mut attempt = 0;
+    let (r, h) = loop {
+        attempt += 1;
+        *run_no += 1;
+        let (r, h) = run_scenario(scn, t, seed, opts, *run_no).await;
+        if !harness_failed(&r) || attempt >= START_ATTEMPTS {
+            break (r, h);
+        }
+        tracing::warn!(
+            "{}: {} (attempt {attempt}); again",
+            r.id(),
+            r.error.as_deref().unwrap_or("")
+        );
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    };
+    report::write_run(&opts.out_dir, &r, &h)?;
+    report::log_run(&r);
+    Ok((r, h))
 }
 
 /// Plays the plan, interleaving targets inside every seed; writes each run's
@@ -100,24 +146,7 @@ pub async fn run(
         }
         for scn in this_seed {
             for &t in &plan.targets {
-                let mut attempt = 0;
-                let (r, h) = loop {
-                    attempt += 1;
-                    run_no += 1;
-                    let (r, h) = run_scenario(scn, t, seed, opts, run_no).await;
-                    if !harness_failed(&r) || attempt >= START_ATTEMPTS {
-                        break (r, h);
-                    }
-                    tracing::warn!(
-                        "{}: {} (attempt {attempt}); again",
-                        r.id(),
-                        r.error.as_deref().unwrap_or("")
-                    );
-                    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
-                };
-                report::write_run(&opts.out_dir, &r, &h)?;
-                report::log_run(&r);
-                out.push((r, h));
+                out.push(play(scn, t, seed, opts, &mut run_no).await?);
             }
         }
     }

@@ -243,11 +243,7 @@ pub fn page(runs: &[(RunResult, History)], plan: &Plan, machine: &Machine, comma
         plan.down_after_ms,
         plan.targets.iter().map(|t| t.name()).collect::<Vec<_>>().join(","),
     );
-    let _ = writeln!(
-        s,
-        "- Machine: {} CPUs, {} memory, kernel {}, Docker {}; commit {}.",
-        machine.nproc, machine.memory, machine.kernel, machine.docker, machine.commit
-    );
+    let _ = writeln!(s, "{}", machine.line());
     let _ = writeln!(
         s,
         "- Runs: {} per target for each of {}, {} per target of `{SOAK_SCENARIO}`; targets interleaved within each seed (A s1, B s1, ..., A s2, ...).",

@@ -92,6 +92,7 @@ pub fn history(scn: &Scenario, target: &dyn Target, rec: &Recorder, r: Recorded)
         final_read_errors: r.final_read_errors,
         writers_stopped_ms: r.writers_stopped_ms,
         end_ms: rec.now_ms(),
+        start_unix_ms: rec.start_unix_ms,
         ..empty_history(scn, target)
     }
 }

@@ -97,9 +97,9 @@ pub struct DataNodeConfig {
     #[serde(default = "default_abort_stale_connects")]
     pub abort_stale_connects: bool,
     /// kevy: while this node is the primary and a replica lags, send a
-    /// no-op frame (`DEL __elector_ack_nudge__`) so the replica acknowledges
-    /// within a poll or two instead of at kevy's 1 s ping; `WAIT` answers
-    /// that much sooner (docs/architecture.md §kevy).
+    /// no-op frame (`DEL __elector_ack_nudge__`, at most every 20 ms) so the
+    /// replica acknowledges at its 100 ms mark instead of at kevy's 1 s
+    /// ping; `WAIT` answers that much sooner (docs/architecture.md §kevy).
     #[serde(default = "default_ack_nudge")]
     pub ack_nudge: bool,
 }

@@ -24,15 +24,19 @@
 //! 100 ms old or more; otherwise it waits for the next frame or for the
 //! primary's ping, sent once a second. The last writes of a burst therefore
 //! wait up to a second for `WAIT`, and so does the first write a new primary
-//! takes. While a replica lags, the primary's elector sends a frame of its
-//! own ([`ACK_NUDGE`]: a `DEL` of a key that does not exist, replicated like
-//! any write), so the acknowledgement follows within a poll or two.
+//! takes. While a replica lags, the primary's elector sends frames of its
+//! own ([`super::ack_nudge`]: a `DEL` of a key that does not exist,
+//! replicated like any write), paced so that `WAIT` answers within about
+//! 100 ms + 20 ms of the replica's previous acknowledgement.
 
+use super::ack_nudge::{self, Shared as NudgeShared};
 use super::client::{Credentials, RespClient};
 use super::info::Upstream;
 use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -56,17 +60,8 @@ const QUIESCE_TIMEOUT_MS: u64 = 600_000;
 /// new quiesce waits this long after an abort.
 const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
 
-/// The nudge: deletes a key reserved for it, which never exists, so it
-/// changes no data; kevy replicates it all the same (one frame).
-pub(crate) const ACK_NUDGE: [&str; 2] = ["DEL", "__elector_ack_nudge__"];
-
-/// At most one nudge per this long: a replica acknowledges a frame only
-/// 100 ms after its last acknowledgement, and the primary's INFO shows an
-/// acknowledgement up to one 100 ms tick late, so nudging on every 100 ms
-/// poll would mostly nudge again for a lag already being answered.
-const ACK_NUDGE_GAP: Duration = Duration::from_millis(150);
-
 pub struct KevyNode {
+    address: String,
     client: RespClient,
     credentials: Credentials,
     /// A client of the primary we were last told to follow (its client
@@ -91,9 +86,18 @@ pub struct KevyNode {
     ack_nudge: bool,
     /// The last target we applied made the node a writable primary.
     writable_applied: bool,
-    last_nudge: Option<Instant>,
-    /// Nudges sent since the last report.
-    ack_nudges: u64,
+    /// The nudger task's shared state, once started (first observation).
+    nudger: Option<Arc<NudgeShared>>,
+}
+
+impl Drop for KevyNode {
+    fn drop(&mut self) {
+        if let Some(n) = &self.nudger {
+            n.disarm();
+            n.closed.store(true, Ordering::SeqCst);
+            n.wake.notify_one();
+        }
+    }
 }
 
 impl KevyNode {
@@ -103,6 +107,7 @@ impl KevyNode {
         replication_port_offset: u16,
     ) -> KevyNode {
         KevyNode {
+            address: address.to_string(),
             client: RespClient::new(address, credentials),
             credentials: credentials.clone(),
             upstream_probe: None,
@@ -115,8 +120,7 @@ impl KevyNode {
             aborts: AbortTally::default(),
             ack_nudge: false,
             writable_applied: false,
-            last_nudge: None,
-            ack_nudges: 0,
+            nudger: None,
         }
     }
 
@@ -127,29 +131,48 @@ impl KevyNode {
         self
     }
 
-    /// A nudge is due: we made this node the writable primary, it still is
-    /// one, an online replica has not acknowledged all it holds, and the
-    /// last nudge is [`ACK_NUDGE_GAP`] old.
-    fn nudge_due(&self, info: &ReplicationInfo, now: Instant) -> bool {
-        self.ack_nudge
-            && self.writable_applied
-            && self.quiesced == Some(false)
-            && info.is_master()
+    /// This node is the writable primary we made and still one: the only
+    /// node the nudger may send frames to.
+    fn nudge_armed(&self, info: &ReplicationInfo) -> bool {
+        self.ack_nudge && self.writable_applied && self.quiesced == Some(false) && info.is_master()
+    }
+
+    /// The nudger is to wake: armed, and an online replica has not
+    /// acknowledged all the node holds (by the tick-old INFO view; the
+    /// nudger then checks fresh).
+    fn nudge_due(&self, info: &ReplicationInfo) -> bool {
+        self.nudge_armed(info)
             && info
                 .slowest_replica_ack
                 .is_some_and(|acked| acked < info.offset)
-            && self
-                .last_nudge
-                .is_none_or(|at| now.duration_since(at) >= ACK_NUDGE_GAP)
     }
 
-    /// Sends one nudge. A refusal (the node was fenced meanwhile) or a
-    /// timeout only costs this nudge; the poll's reading stands.
-    async fn nudge(&mut self, now: Instant) {
-        self.last_nudge = Some(now);
-        match self.client.call::<i64>(&ACK_NUDGE).await {
-            Ok(_) => self.ack_nudges += 1,
-            Err(e) => tracing::debug!(error = %e, "acknowledgement nudge not taken"),
+    /// Hands the poll's reading to the nudger (started on first use, in
+    /// the adapter's runtime), waking it when a replica lags.
+    fn feed_nudger(&mut self, info: &ReplicationInfo) {
+        if !self.ack_nudge {
+            return;
+        }
+        let (armed, due) = (self.nudge_armed(info), self.nudge_due(info));
+        let shared = self.nudger.get_or_insert_with(|| {
+            let shared = Arc::new(NudgeShared::default());
+            ack_nudge::spawn(&self.address, &self.credentials, shared.clone());
+            shared
+        });
+        shared
+            .replicas
+            .store(info.connected_replicas.unwrap_or(0), Ordering::SeqCst);
+        shared.armed.store(armed, Ordering::SeqCst);
+        if due {
+            shared.wake.notify_one();
+        }
+    }
+
+    /// Stops nudging before a command that may change the node's role.
+    fn disarm_nudger(&mut self) {
+        self.writable_applied = false;
+        if let Some(n) = &self.nudger {
+            n.disarm();
         }
     }
 
@@ -280,10 +303,7 @@ impl DataNodeAdapter for KevyNode {
             (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),
             _ => None,
         };
-        let now = Instant::now();
-        if self.nudge_due(&info, now) {
-            self.nudge(now).await;
-        }
+        self.feed_nudger(&info);
         Ok(info)
     }
 
@@ -292,13 +312,15 @@ impl DataNodeAdapter for KevyNode {
     }
 
     fn take_ack_nudges(&mut self) -> u64 {
-        std::mem::take(&mut self.ack_nudges)
+        self.nudger
+            .as_ref()
+            .map_or(0, |n| n.sent.swap(0, Ordering::Relaxed))
     }
 
     async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {
         // Demotions come before lifting a quiesce, so a draining primary is
         // never writable in between.
-        self.writable_applied = false;
+        self.disarm_nudger();
         match target {
             DataNodeTarget::Primary => {
                 self.replicate_from(None).await?;
@@ -332,7 +354,7 @@ impl DataNodeAdapter for KevyNode {
     /// kevy's only general fence is demotion (no `min-replicas-*`, no
     /// `replica-read-only` in its `CONFIG SET`).
     async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
-        self.writable_applied = false;
+        self.disarm_nudger();
         let result = self.replicate_from(Some(NOWHERE)).await;
         self.following.clear();
         result
@@ -402,41 +424,28 @@ mod tests {
     }
 
     #[test]
-    fn a_writable_primary_nudges_a_lagging_replica_at_most_every_gap() {
-        let mut node = writable_primary();
-        let t0 = Instant::now();
-        assert!(node.nudge_due(&primary_info(Some(18)), t0));
-        node.last_nudge = Some(t0);
-        assert!(!node.nudge_due(&primary_info(Some(18)), t0 + Duration::from_millis(100)));
-        assert!(node.nudge_due(&primary_info(Some(18)), t0 + ACK_NUDGE_GAP));
+    fn a_writable_primary_wakes_the_nudger_while_a_replica_lags() {
+        let node = writable_primary();
+        assert!(node.nudge_due(&primary_info(Some(18))));
+        assert!(node.nudge_armed(&primary_info(Some(20))));
     }
 
     #[test]
     fn nothing_is_nudged_without_lag_a_replica_or_a_writable_primary_of_ours() {
-        let t0 = Instant::now();
         let node = writable_primary();
-        assert!(
-            !node.nudge_due(&primary_info(Some(20)), t0),
-            "all acknowledged"
-        );
-        assert!(
-            !node.nudge_due(&primary_info(None), t0),
-            "no online replica"
-        );
+        assert!(!node.nudge_due(&primary_info(Some(20))), "all acknowledged");
+        assert!(!node.nudge_due(&primary_info(None)), "no online replica");
         let mut replica = primary_info(Some(18));
         replica.role = "slave".into();
-        assert!(!node.nudge_due(&replica, t0), "demoted by someone else");
+        assert!(!node.nudge_due(&replica), "demoted by someone else");
         let mut fenced = writable_primary();
         fenced.writable_applied = false;
-        assert!(!fenced.nudge_due(&primary_info(Some(18)), t0));
+        assert!(!fenced.nudge_due(&primary_info(Some(18))));
         let mut draining = writable_primary();
         draining.quiesced = Some(true);
-        assert!(
-            !draining.nudge_due(&primary_info(Some(18)), t0),
-            "handing over"
-        );
+        assert!(!draining.nudge_due(&primary_info(Some(18))), "handing over");
         let off = writable_primary().with_ack_nudge(false);
-        assert!(!off.nudge_due(&primary_info(Some(18)), t0));
+        assert!(!off.nudge_due(&primary_info(Some(18))));
     }
 
     #[test]

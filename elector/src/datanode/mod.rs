@@ -5,6 +5,7 @@
 //! It runs in its own task: a data node that is down or slow delays only its
 //! own observations, never the protocol (every command has a timeout).
 
+mod ack_nudge;
 mod any;
 mod client;
 pub mod driver;
@@ -109,6 +110,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
     let ms = || started.elapsed().as_millis() as u64;
     let mut ticker = tokio::time::interval(poll);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut link_up = false;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -131,6 +133,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             };
             step = driver.next(outcome, ms());
         };
+        link_up = log_link_change(link_up, round.info.as_ref(), adapter.kind());
         match errors.note(round.error.as_deref(), Instant::now()) {
             Some(ErrorLine::Failing { cause, repeat }) => tracing::warn!(
                 %cause, backend = adapter.kind(), repeat,
@@ -163,6 +166,29 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             return;
         }
     }
+}
+
+/// Logs a replica's replication link coming up (on kevy: its snapshot is
+/// loaded and it streams) or going down, as first observed: the retarget
+/// phase of a failover ends there (README §Measured, the kevy breakdown).
+/// Returns the link state now.
+fn log_link_change(was_up: bool, info: Option<&ReplicationInfo>, backend: &str) -> bool {
+    let Some(info) = info else {
+        return was_up;
+    };
+    let up = !info.is_master() && info.link_up;
+    if up && !was_up {
+        tracing::info!(
+            primary_host = info.master_host.as_deref().unwrap_or(""),
+            primary_port = info.master_port.unwrap_or(0),
+            offset = info.offset,
+            backend,
+            "replication link up"
+        );
+    } else if was_up && !up {
+        tracing::info!(backend, "replication link down");
+    }
+    up
 }
 
 /// Resolves `host:port` to an IP (kevy's REPLICAOF wants an address).
