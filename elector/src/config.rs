@@ -5,6 +5,7 @@ use crate::core::{CoreConfig, Faults, Member, Preempt, Timings};
 use crate::hooks::HooksConfig;
 use crate::net::auth::AuthConfig;
 use crate::protocol::valid_node_id;
+use crate::vip::{Vip, VipConfig, VipConfigError};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,9 @@ pub struct Config {
     /// Priority preemption (protocol §8.1); off by default.
     #[serde(default)]
     pub preempt: PreemptConfig,
+    /// A virtual IP that follows the writable primary (docs/vip.md).
+    #[serde(default)]
+    pub vip: Option<VipConfig>,
     /// Deliberate bugs for conformance testing; honoured only by a binary
     /// built with the `test-faults` feature (`elector-faulty`).
     #[serde(default)]
@@ -302,6 +306,9 @@ impl Config {
     pub fn check(&self) -> (Vec<String>, Vec<String>) {
         let mut errors = Vec::new();
         let mut warnings = Vec::new();
+        if let Err(e) = self.vip() {
+            errors.push(e.to_string());
+        }
         if !valid_node_id(&self.node_id) {
             errors.push(format!(
                 "node_id {:?} must be 1 to 32 printable ASCII bytes without spaces",
@@ -563,6 +570,19 @@ impl Config {
         }
     }
 
+    /// The checked VIP, if one is configured (docs/vip.md).
+    pub fn vip(&self) -> Result<Option<Vip>, VipConfigError> {
+        let data_port = self
+            .data_node
+            .as_ref()
+            .and_then(|d| d.address.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse().ok());
+        self.vip
+            .as_ref()
+            .map(|v| Vip::new(v, data_port))
+            .transpose()
+    }
+
     pub fn peer(&self, id: &str) -> Option<&PeerConfig> {
         self.peers.iter().find(|p| p.id == id)
     }
@@ -588,6 +608,24 @@ peers:
             Err(ConfigError::Invalid { problems, .. }) => problems,
             Err(e) => vec![e.to_string()],
         }
+    }
+
+    #[test]
+    fn a_vip_and_preemption_are_read_and_a_bad_vip_is_a_problem() {
+        // docs/vip.md, protocol §8.1.
+        let yaml = format!(
+            "{GOOD}vip: {{ address: \"10.77.0.100/24\", interface: eth0, port: 6379 }}\n\
+             preempt: {{ enabled: true, delay_ms: 3000 }}\n"
+        );
+        let c = parse(&yaml, Path::new("t.yaml")).unwrap().config;
+        let vip = c.vip().unwrap().expect("a vip");
+        assert_eq!(vip.port_map, Some((6379, 6001)));
+        let core = c.core_config(0);
+        assert!(core.preempt.enabled && core.preempt.delay_ms == 3000);
+        let plain = parse(GOOD, Path::new("t.yaml")).unwrap().config;
+        assert!(!plain.core_config(0).preempt.enabled);
+        let bad = format!("{GOOD}vip: {{ address: \"10.77.0.100\", interface: eth0 }}\n");
+        assert!(problems(&bad).iter().any(|p| p.contains("vip.address")));
     }
 
     #[test]

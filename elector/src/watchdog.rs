@@ -128,15 +128,22 @@ pub async fn run(config: Config) {
     let every = Duration::from_millis(t.hb_interval_ms);
     let url = health_url(&config.listen.api);
     tracing::info!(%url, lease_ms = t.lease_ms(), "watchdog: watching the elector");
+    let vip = config.vip().ok().flatten();
     match AnyNode::from_config(&config) {
-        Some(node) => watch(node, url, lease, every).await,
+        Some(node) => watch(node, url, lease, every, vip).await,
         None => {
             tracing::info!("watchdog: this node is a witness: no data node to fence; nothing to do")
         }
     }
 }
 
-async fn watch<A: DataNodeAdapter>(mut node: A, url: String, lease: Duration, every: Duration) {
+async fn watch<A: DataNodeAdapter>(
+    mut node: A,
+    url: String,
+    lease: Duration,
+    every: Duration,
+    vip: Option<crate::vip::Vip>,
+) {
     let mut switch = DeadManSwitch::new(lease, Instant::now());
     let timeout = every.max(Duration::from_millis(100));
     let mut tick = Instant::now();
@@ -159,7 +166,13 @@ async fn watch<A: DataNodeAdapter>(mut node: A, url: String, lease: Duration, ev
             // The start-up clamp: no writes and no upstream. A replica
             // stops acknowledging too, since nobody vouches for its primary
             // any more (§6.2); the blind fence is the fallback when the
-            // node cannot be read.
+            // node cannot be read. The VIP goes with the fence
+            // (docs/vip.md): the frozen elector cannot remove it.
+            if let Some(vip) = &vip {
+                if let Err(e) = crate::vip::VipHandle::remove_now(vip).await {
+                    tracing::warn!(error = %e, "watchdog: removing the vip failed");
+                }
+            }
             if let Err(e) = clamp(&mut node).await {
                 tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
             }
