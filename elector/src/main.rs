@@ -10,10 +10,19 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+/// `elector --version`: the crate version and the git commit it was built
+/// from (`unknown` outside git; see `build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("BUILD_GIT_COMMIT"),
+    ")"
+);
+
 #[derive(Parser)]
 #[command(
     name = "elector",
-    version,
+    version = VERSION,
     about = "Quorum-based primary failover for Redis-compatible stores"
 )]
 struct Cli {
@@ -40,8 +49,15 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
-    /// Validate a config file: exit 1 with one line per problem.
-    CheckConfig { file: PathBuf },
+    /// Validate config files: exit 1 with one line per problem. Given the
+    /// files of a whole cluster, also checks that they agree (fingerprint).
+    CheckConfig {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Write a node's config from a compact cluster description (the lab
+    /// entrypoint and the Ansible role render through this).
+    RenderConfig(Box<config::RenderArgs>),
     /// Show the cluster as the elector at NODE (HOST:PORT of its API) sees it.
     Status {
         #[arg(long)]
@@ -88,30 +104,34 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::CheckConfig { file } => match config::load(&file) {
-            Ok(loaded) => {
-                if let Err(e) = elector::persist::probe_data_dir(&loaded.config.data_dir) {
-                    eprintln!("{}: {e}", file.display());
-                    return ExitCode::FAILURE;
+        Command::CheckConfig { files } => {
+            let mut loaded = Vec::new();
+            for file in &files {
+                match check_config(file) {
+                    Some(config) => loaded.push((file.clone(), config)),
+                    None => return ExitCode::FAILURE,
                 }
-                for w in &loaded.warnings {
-                    eprintln!("warning: {w}");
-                }
-                let core = loaded.config.core_config(0);
-                let members = match core.witnesses() {
-                    0 => format!("{} nodes", core.members.len()),
-                    w => format!("{} data nodes + {w} witness(es)", core.data_members()),
-                };
-                println!(
-                    "{}: ok ({members}, quorum {}, acknowledge writes with WAIT {})",
-                    file.display(),
-                    core.quorum().size(),
-                    core.data_promise(),
-                );
-                ExitCode::SUCCESS
             }
+            let problems = config::check_cluster(&loaded);
+            for p in &problems {
+                eprintln!("{p}");
+            }
+            match (problems.is_empty(), loaded.len()) {
+                (false, _) => ExitCode::FAILURE,
+                (true, 1) => ExitCode::SUCCESS,
+                (true, n) => {
+                    println!(
+                        "cluster: ok ({n} files agree on fingerprint {})",
+                        loaded[0].1.fingerprint()
+                    );
+                    ExitCode::SUCCESS
+                }
+            }
+        }
+        Command::RenderConfig(args) => match render_config(&args) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("{e}");
+                eprintln!("elector render-config: {e:#}");
                 ExitCode::FAILURE
             }
         },
@@ -145,6 +165,54 @@ fn main() -> ExitCode {
             ))
         }
     }
+}
+
+/// One file of `check-config`: its verdict printed, the config if usable.
+fn check_config(file: &std::path::Path) -> Option<config::Config> {
+    let loaded = match config::load(file) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            eprintln!("{e}");
+            return None;
+        }
+    };
+    if let Err(e) = elector::persist::probe_data_dir(&loaded.config.data_dir) {
+        eprintln!("{}: {e}", file.display());
+        return None;
+    }
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    let core = loaded.config.core_config(0);
+    let members = match core.witnesses() {
+        0 => format!("{} nodes", core.members.len()),
+        w => format!("{} data nodes + {w} witness(es)", core.data_members()),
+    };
+    println!(
+        "{}: ok ({members}, quorum {}, acknowledge writes with WAIT {})",
+        file.display(),
+        core.quorum().size(),
+        core.data_promise(),
+    );
+    Some(loaded.config)
+}
+
+/// Renders, prints the warnings, and writes stdout or `--output` (through
+/// a temporary file, so a reader never sees half a config).
+fn render_config(args: &config::RenderArgs) -> anyhow::Result<()> {
+    let (yaml, warnings) = args.render()?;
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    match &args.output {
+        None => print!("{yaml}"),
+        Some(path) => {
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, &yaml).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 fn report<E: std::fmt::Display>(r: Result<(), E>) -> ExitCode {

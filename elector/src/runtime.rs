@@ -15,7 +15,6 @@ use crate::core::{
 use crate::datanode::{self, AnyNode, DataNodeReport};
 use crate::hooks::{HookEvent, HookKind, HookRunner};
 use crate::net::auth::{unix_ms_now, AuthConfigError, Authenticator};
-use crate::net::fingerprint::Fingerprint;
 use crate::net::transport::{self, Inbound, Transport};
 use crate::persist::{probe_data_dir, DataDirError, PersistError, StateFile};
 use crate::protocol::Role;
@@ -126,10 +125,7 @@ pub async fn run(
         .filter(|p| p.id != config.node_id)
         .map(|p| (p.id.clone(), p.election.clone()))
         .collect();
-    let fingerprint = Fingerprint::of(
-        config.peers.iter().map(|p| (p.id.as_str(), p.witness)),
-        &config.timings(),
-    );
+    let fingerprint = config.fingerprint();
     tracing::info!(%fingerprint, "configuration fingerprint (members and lease timings)");
     let transport = transport::start(
         transport::LocalIdentity {

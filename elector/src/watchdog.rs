@@ -144,6 +144,14 @@ async fn watch<A: DataNodeAdapter>(
     every: Duration,
     vip: Option<crate::vip::Vip>,
 ) {
+    // Said at start, with its cause: a watchdog that cannot reach or log
+    // in to its data node would otherwise be found out only when it must
+    // fence (the fence is still tried then).
+    match node.observe().await {
+        Ok(_) => tracing::info!(backend = node.kind(), "watchdog: data node reachable"),
+        Err(e) => tracing::warn!(cause = %e, backend = node.kind(),
+            "watchdog: cannot use the data node now; it will still try to fence it when needed"),
+    }
     let mut switch = DeadManSwitch::new(lease, Instant::now());
     let timeout = every.max(Duration::from_millis(100));
     let mut tick = Instant::now();

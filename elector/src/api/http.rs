@@ -5,10 +5,11 @@
 //! read endpoint answers from the latest one. That keeps HTTP off the
 //! protocol's path entirely; a flood of health checks costs a clone.
 //!
-//! `/primary` and `/replica` are load-balancer checks. They answer `GET`,
-//! `HEAD` and `OPTIONS` with 200 or 503 and a one-word body, so HAProxy's
-//! `option httpchk` works with its default `OPTIONS` method as well as with
-//! `GET`, over HTTP/1.0 or 1.1.
+//! The load-balancer and scheduler checks (`/primary`, `/replica?lag=`,
+//! `/read-write`, `/read-only`, `/liveness`, `/readiness`) live in
+//! [`super::health`]. They answer `GET`, `HEAD` and `OPTIONS` with 200 or 503
+//! and a one-word body, so HAProxy's `option httpchk` works with its default
+//! `OPTIONS` method as well as with `GET`, over HTTP/1.0 or 1.1.
 //!
 //! `POST /switchover` is the one write. It is forwarded to the runtime over an
 //! `mpsc` channel with a `oneshot` for the answer; the runtime owns the whole
@@ -169,11 +170,10 @@ pub struct SwitchoverBody {
 pub fn router(state: ApiState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
-        .route("/primary", get(primary_check).options(primary_check))
-        .route("/replica", get(replica_check).options(replica_check))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .route("/switchover", post(switchover))
+        .merge(super::health::routes())
         .with_state(state)
 }
 
@@ -219,30 +219,6 @@ async fn healthz(State(state): State<ApiState>) -> Response {
         )
             .into_response(),
     }
-}
-
-fn check(ok: bool, yes: &'static str, no: &'static str) -> Response {
-    let (code, body) = if ok {
-        (StatusCode::OK, yes)
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, no)
-    };
-    (
-        code,
-        [(header::CACHE_CONTROL, HeaderValue::from_static("no-store"))],
-        body,
-    )
-        .into_response()
-}
-
-async fn primary_check(State(state): State<ApiState>) -> Response {
-    let ok = state.status.borrow().is_writable_primary();
-    check(ok, "primary\n", "not primary\n")
-}
-
-async fn replica_check(State(state): State<ApiState>) -> Response {
-    let ok = state.status.borrow().is_healthy_replica();
-    check(ok, "replica\n", "not a healthy replica\n")
 }
 
 async fn status(State(state): State<ApiState>) -> Response {
@@ -388,22 +364,24 @@ async fn switchover(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::status::{PeerStatus, Role};
     use super::*;
     use std::io::{Read, Write};
     use std::net::SocketAddr;
 
-    struct Harness {
-        addr: SocketAddr,
-        status: watch::Sender<StatusSnapshot>,
+    /// A real API server on loopback over a snapshot the test changes.
+    pub(in crate::api) struct Harness {
+        pub(in crate::api) addr: SocketAddr,
+        pub(in crate::api) status: watch::Sender<StatusSnapshot>,
         metrics: Arc<Metrics>,
         requests: mpsc::Receiver<SwitchoverRequest>,
-        loop_beat: Arc<LoopBeat>,
+        pub(in crate::api) loop_beat: Arc<LoopBeat>,
         _stop: oneshot::Sender<()>,
     }
 
-    fn primary_snapshot() -> StatusSnapshot {
+    /// A reachable, unfenced primary n1 of three at epoch 3.
+    pub(in crate::api) fn primary_snapshot() -> StatusSnapshot {
         let mut s = StatusSnapshot::initial("n1", "kevy", "127.0.0.1:6379", 3);
         s.role = Role::Primary;
         s.fenced = false;
@@ -425,18 +403,26 @@ mod tests {
         s
     }
 
-    async fn start() -> Harness {
+    pub(in crate::api) async fn start() -> Harness {
         start_with(None).await
     }
 
-    async fn start_with(request_auth: Option<Arc<RequestVerifier>>) -> Harness {
+    pub(in crate::api) async fn start_with(request_auth: Option<Arc<RequestVerifier>>) -> Harness {
+        start_full(request_auth, Duration::from_secs(60)).await
+    }
+
+    /// A harness whose loop counts as stalled after `stall_after` without a beat.
+    pub(in crate::api) async fn start_full(
+        request_auth: Option<Arc<RequestVerifier>>,
+        stall_after: Duration,
+    ) -> Harness {
         let listener = super::super::listen::bind_tcp("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (status, status_rx) = watch::channel(primary_snapshot());
         let metrics = Arc::new(Metrics::new());
         let (sw_tx, requests) = mpsc::channel(1);
         let (stop, stopped) = oneshot::channel::<()>();
-        let loop_beat = Arc::new(LoopBeat::new(Duration::from_secs(60)));
+        let loop_beat = Arc::new(LoopBeat::new(stall_after));
         let state = ApiState {
             status: status_rx,
             metrics: Arc::clone(&metrics),
@@ -469,7 +455,11 @@ mod tests {
     }
 
     /// A real HTTP request through ureq, off the async runtime.
-    async fn http(method: &'static str, url: String, body: Option<String>) -> (u16, String) {
+    pub(in crate::api) async fn http(
+        method: &'static str,
+        url: String,
+        body: Option<String>,
+    ) -> (u16, String) {
         tokio::task::spawn_blocking(move || {
             let req = ureq::request(method, &url).timeout(Duration::from_secs(20));
             let res = match body {

@@ -9,6 +9,7 @@
 //! channels means a slow scraper or a misbehaving client can never stall an
 //! election.
 
+pub mod health;
 pub mod http;
 pub(crate) mod listen;
 pub mod metrics;

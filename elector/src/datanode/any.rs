@@ -2,7 +2,10 @@
 //! its clean-stop fence and the watchdog all build it here, from the same
 //! configuration, so they cannot disagree on the fence they apply.
 
-use super::{stale_connect, DataNodeAdapter, DataNodeError, KevyNode, RedisNode, ReplicationInfo};
+use super::{
+    stale_connect, Credentials, DataNodeAdapter, DataNodeError, KevyNode, RedisNode,
+    ReplicationInfo,
+};
 use crate::config::{Config, DataNodeKind};
 use crate::core::DataNodeTarget;
 
@@ -17,19 +20,19 @@ impl AnyNode {
     /// This node's adapter, or `None` on a witness (no data node, §4.5).
     pub(crate) fn from_config(config: &Config) -> Option<AnyNode> {
         let dn = config.data_node.as_ref()?;
+        let credentials = Credentials {
+            username: dn.username.clone(),
+            password: dn.password.clone(),
+        };
         Some(match dn.kind {
             DataNodeKind::Kevy => AnyNode::Kevy(Box::new(
-                KevyNode::new(
-                    &dn.address,
-                    dn.password.as_deref(),
-                    dn.replication_port_offset,
-                )
-                .with_abort_stale_connects(dn.abort_stale_connects)
-                .with_ack_nudge(dn.ack_nudge),
+                KevyNode::new(&dn.address, &credentials, dn.replication_port_offset)
+                    .with_abort_stale_connects(dn.abort_stale_connects)
+                    .with_ack_nudge(dn.ack_nudge),
             )),
             DataNodeKind::Redis => AnyNode::Redis(Box::new(RedisNode::new(
                 &dn.address,
-                dn.password.as_deref(),
+                &credentials,
                 write_quorum(config),
                 config.timings().lease_ms() / 1000,
             ))),

@@ -1,9 +1,6 @@
-//! `INFO replication` parsing, shared by both backends, plus the small RESP
-//! client both use (one multiplexed connection, reconnected on failure, every
-//! command bounded by [`super::COMMAND_TIMEOUT`]).
+//! `INFO replication` parsing, shared by both backends.
 
-use super::{DataNodeError, COMMAND_TIMEOUT};
-use redis::aio::MultiplexedConnection;
+use super::DataNodeError;
 
 /// The replication facts we use.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -161,94 +158,6 @@ impl Upstream {
         self.0
             .as_ref()
             .is_some_and(|(a, h, p)| a == addr && info.follows(h, *p))
-    }
-}
-
-/// A lazily (re)connected client.
-pub(crate) struct RespClient {
-    url: String,
-    conn: Option<MultiplexedConnection>,
-}
-
-impl RespClient {
-    pub(crate) fn new(address: &str, password: Option<&str>) -> RespClient {
-        let auth = password.map(|p| format!(":{p}@")).unwrap_or_default();
-        RespClient {
-            url: format!("redis://{auth}{address}/"),
-            conn: None,
-        }
-    }
-
-    async fn connection(&mut self) -> Result<MultiplexedConnection, DataNodeError> {
-        if let Some(c) = &self.conn {
-            return Ok(c.clone());
-        }
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| DataNodeError::Unreachable(e.to_string()))?;
-        let conn = tokio::time::timeout(COMMAND_TIMEOUT, client.get_multiplexed_async_connection())
-            .await
-            .map_err(|_| DataNodeError::Unreachable("connect timed out".into()))?
-            .map_err(|e| {
-                if e.is_connection_refusal() {
-                    DataNodeError::Gone(e.to_string())
-                } else {
-                    DataNodeError::Unreachable(e.to_string())
-                }
-            })?;
-        self.conn = Some(conn.clone());
-        Ok(conn)
-    }
-
-    /// Runs one command; a transport failure drops the connection so the
-    /// next call reconnects.
-    pub(crate) async fn call<T: redis::FromRedisValue>(
-        &mut self,
-        args: &[&str],
-    ) -> Result<T, DataNodeError> {
-        let mut conn = self.connection().await?;
-        let mut cmd = redis::cmd(args[0]);
-        for a in &args[1..] {
-            cmd.arg(*a);
-        }
-        match tokio::time::timeout(COMMAND_TIMEOUT, cmd.query_async::<T>(&mut conn)).await {
-            Err(_) => {
-                self.conn = None;
-                Err(DataNodeError::Unreachable(format!("{} timed out", args[0])))
-            }
-            Ok(Err(e)) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() => {
-                self.conn = None;
-                Err(DataNodeError::Unreachable(e.to_string()))
-            }
-            Ok(Err(e)) => Err(DataNodeError::Refused {
-                command: args.join(" "),
-                message: e.to_string(),
-            }),
-            Ok(Ok(v)) => Ok(v),
-        }
-    }
-
-    /// `REPLICAOF host port`.
-    pub(crate) async fn replicaof(&mut self, host: &str, port: u16) -> Result<(), DataNodeError> {
-        self.call::<String>(&["REPLICAOF", host, &port.to_string()])
-            .await
-            .map(drop)
-    }
-
-    /// `REPLICAOF NO ONE`: become a primary.
-    pub(crate) async fn promote(&mut self) -> Result<(), DataNodeError> {
-        self.call::<String>(&["REPLICAOF", "NO", "ONE"])
-            .await
-            .map(drop)
-    }
-
-    /// `INFO server` (for the identity) then `INFO replication`: kevy
-    /// answers only the first section of a multi-section INFO.
-    pub(crate) async fn replication_info(&mut self) -> Result<ReplicationInfo, DataNodeError> {
-        let server: String = self.call(&["INFO", "server"]).await?;
-        let text: String = self.call(&["INFO", "replication"]).await?;
-        let mut info = ReplicationInfo::parse(&text)?;
-        info.identity = parse_identity(&server);
-        Ok(info)
     }
 }
 

@@ -28,7 +28,8 @@
 //! own ([`ACK_NUDGE`]: a `DEL` of a key that does not exist, replicated like
 //! any write), so the acknowledgement follows within a poll or two.
 
-use super::info::{RespClient, Upstream};
+use super::client::{Credentials, RespClient};
+use super::info::Upstream;
 use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
@@ -67,7 +68,7 @@ const ACK_NUDGE_GAP: Duration = Duration::from_millis(150);
 
 pub struct KevyNode {
     client: RespClient,
-    password: Option<String>,
+    credentials: Credentials,
     /// A client of the primary we were last told to follow (its client
     /// port), to see it promoted before we follow it.
     upstream_probe: Option<(String, RespClient)>,
@@ -98,12 +99,12 @@ pub struct KevyNode {
 impl KevyNode {
     pub(crate) fn new(
         address: &str,
-        password: Option<&str>,
+        credentials: &Credentials,
         replication_port_offset: u16,
     ) -> KevyNode {
         KevyNode {
-            client: RespClient::new(address, password),
-            password: password.map(str::to_string),
+            client: RespClient::new(address, credentials),
+            credentials: credentials.clone(),
             upstream_probe: None,
             replication_port_offset,
             following: Upstream::default(),
@@ -160,7 +161,7 @@ impl KevyNode {
             .as_ref()
             .is_none_or(|(a, _)| a != primary_addr)
         {
-            let client = RespClient::new(primary_addr, self.password.as_deref());
+            let client = RespClient::new(primary_addr, &self.credentials);
             self.upstream_probe = Some((primary_addr.to_string(), client));
         }
         let Some((_, probe)) = self.upstream_probe.as_mut() else {
@@ -356,7 +357,7 @@ mod tests {
     use super::*;
 
     fn replica_of(host: &str, port: u16) -> KevyNode {
-        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000);
+        let mut node = KevyNode::new("127.0.0.1:1", &Credentials::default(), 10_000);
         node.upstream_seen = Some((host.to_string(), port));
         node
     }
@@ -393,7 +394,8 @@ mod tests {
     }
 
     fn writable_primary() -> KevyNode {
-        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000).with_ack_nudge(true);
+        let mut node =
+            KevyNode::new("127.0.0.1:1", &Credentials::default(), 10_000).with_ack_nudge(true);
         node.writable_applied = true;
         node.quiesced = Some(false);
         node
@@ -439,7 +441,7 @@ mod tests {
 
     #[test]
     fn without_an_observation_the_address_we_last_gave_is_the_one_left() {
-        let mut node = KevyNode::new("127.0.0.1:1", None, 10_000);
+        let mut node = KevyNode::new("127.0.0.1:1", &Credentials::default(), 10_000);
         assert_eq!(node.leaving(None), None);
         node.following.set("n1:6379", "10.0.0.2".into(), 16379);
         assert_eq!(node.leaving(None), Some(("10.0.0.2".to_string(), 16379)));

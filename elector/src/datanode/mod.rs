@@ -6,19 +6,23 @@
 //! own observations, never the protocol (every command has a timeout).
 
 mod any;
+mod client;
 pub mod driver;
+mod error_log;
 mod info;
 mod kevy;
 mod redis_node;
 pub(crate) mod stale_connect;
 
 pub(crate) use any::AnyNode;
+pub(crate) use client::Credentials;
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
 pub use redis_node::RedisNode;
 
 use crate::core::{DataNodeTarget, Observation};
 use driver::{Command, Driver, Observed, Outcome, Step};
+use error_log::{ErrorLine, ErrorLog};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -98,6 +102,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
     poll: Duration,
 ) {
     let mut driver = Driver::new(adapter.kind());
+    let mut errors = ErrorLog::default();
     let started = Instant::now();
     let ms = || started.elapsed().as_millis() as u64;
     let mut ticker = tokio::time::interval(poll);
@@ -124,6 +129,16 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             };
             step = driver.next(outcome, ms());
         };
+        match errors.note(round.error.as_deref(), Instant::now()) {
+            Some(ErrorLine::Failing { cause, repeat }) => tracing::warn!(
+                %cause, backend = adapter.kind(), repeat,
+                "data node unusable; the elector keeps trying every poll"
+            ),
+            Some(ErrorLine::Recovered) => {
+                tracing::info!(backend = adapter.kind(), "data node answers again")
+            }
+            None => {}
+        }
         let aborts = adapter.take_aborts();
         if aborts.aborted > 0 {
             tracing::info!(aborted = aborts.aborted, backend = adapter.kind(),

@@ -15,7 +15,8 @@
 //! but ran, `replica-read-only no` or `min-replicas-max-lag 0` (which turns
 //! the whole check off in Redis) are all seen and overridden.
 
-use super::info::{RedisSettings, RespClient, Upstream};
+use super::client::{Credentials, RespClient};
+use super::info::{RedisSettings, Upstream};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
 
@@ -35,12 +36,12 @@ pub struct RedisNode {
 impl RedisNode {
     pub(crate) fn new(
         address: &str,
-        password: Option<&str>,
+        credentials: &Credentials,
         write_quorum: u64,
         max_lag_s: u64,
     ) -> RedisNode {
         RedisNode {
-            client: RespClient::new(address, password),
+            client: RespClient::new(address, credentials),
             following: Upstream::default(),
             write_quorum,
             max_lag_s: max_lag_s.max(1),
@@ -171,7 +172,7 @@ mod tests {
 
     #[test]
     fn a_fence_lifted_by_hand_is_not_taken_for_applied() {
-        let node = RedisNode::new("127.0.0.1:1", None, 1, 2);
+        let node = RedisNode::new("127.0.0.1:1", &Credentials::default(), 1, 2);
         let lifted = info("master", node.wanted(false));
         assert!(!node.satisfies(&lifted, &DataNodeTarget::FencedPrimary));
         assert!(node.satisfies(
@@ -182,7 +183,7 @@ mod tests {
 
     #[test]
     fn a_disabled_lag_check_or_a_writable_replica_setting_is_drift() {
-        let node = RedisNode::new("127.0.0.1:1", None, 1, 2);
+        let node = RedisNode::new("127.0.0.1:1", &Credentials::default(), 1, 2);
         let mut no_lag = node.wanted(false);
         no_lag.min_replicas_max_lag = 0;
         assert!(!node.satisfies(&info("master", no_lag), &DataNodeTarget::Primary));
@@ -196,7 +197,7 @@ mod tests {
 
     #[test]
     fn an_unfenced_primary_keeps_a_write_quorum_as_its_dead_man_switch() {
-        let node = RedisNode::new("127.0.0.1:1", None, 2, 0);
+        let node = RedisNode::new("127.0.0.1:1", &Credentials::default(), 2, 0);
         let w = node.wanted(false);
         assert_eq!((w.min_replicas_to_write, w.min_replicas_max_lag), (2, 1));
     }

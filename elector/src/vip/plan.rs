@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use thiserror::Error;
 
 /// `vip: { address, interface, port }` (docs/interfaces.md).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct VipConfig {
     /// `10.77.0.100/24` or `fd00::100/64`: the address and its prefix.
@@ -16,7 +16,7 @@ pub struct VipConfig {
     pub interface: String,
     /// The port clients use on the VIP. When it differs from the data
     /// node's port, the holder maps it there (DNAT).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
 }
 

@@ -3,14 +3,14 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Default tolerated clock difference between nodes.
 pub const DEFAULT_MAX_SKEW_MS: u64 = 30_000;
 
 /// `auth.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AuthMode {
     #[default]
@@ -19,7 +19,7 @@ pub enum AuthMode {
 }
 
 /// A secret string that never prints.
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(transparent)]
 pub struct Secret(String);
 
@@ -41,14 +41,14 @@ impl fmt::Debug for Secret {
 }
 
 /// The `auth:` section of the config.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     #[serde(default)]
     pub mode: AuthMode,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<Secret>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
     /// Largest accepted difference between a frame's timestamp and ours.
     #[serde(default = "default_skew")]

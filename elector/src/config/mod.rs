@@ -6,16 +6,21 @@ use crate::hooks::HooksConfig;
 use crate::net::auth::AuthConfig;
 use crate::protocol::valid_node_id;
 use crate::vip::{Vip, VipConfig, VipConfigError};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+
+mod prescan;
+mod render;
+pub use prescan::{prescan, PrescanError, MAX_BYTES};
+pub use render::{BackendArg, RenderArgs, RenderError};
 
 /// Where `elector run` looks when `--config` is not given.
 pub const ENV_VAR: &str = "ELECTOR_CONFIG";
 pub const DEFAULT_PATH: &str = "/etc/elector/elector.yaml";
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     pub node_id: String,
@@ -29,7 +34,7 @@ pub struct Config {
     #[serde(default = "default_max_lag")]
     pub max_lag_bytes: u64,
     /// This node's data node; absent on a witness (protocol §4.5).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_node: Option<DataNodeConfig>,
     pub peers: Vec<PeerConfig>,
     #[serde(default)]
@@ -39,28 +44,28 @@ pub struct Config {
     #[serde(default)]
     pub hooks: HooksConfig,
     /// Priority preemption (protocol §8.1); off by default.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "PreemptConfig::is_default")]
     pub preempt: PreemptConfig,
     /// A virtual IP that follows the writable primary (docs/vip.md).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vip: Option<VipConfig>,
     /// Deliberate bugs for conformance testing; honoured only by a binary
     /// built with the `test-faults` feature (`elector-faulty`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unsafe_test_faults: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Listen {
     pub election: String,
     #[serde(default = "default_api")]
     pub api: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentinel: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DataNodeKind {
     Kevy,
@@ -76,14 +81,19 @@ impl DataNodeKind {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataNodeConfig {
     pub kind: DataNodeKind,
     pub address: String,
     #[serde(default = "default_repl_offset")]
     pub replication_port_offset: u16,
-    #[serde(default)]
+    /// A Redis ACL user (`AUTH username password`); unset: `AUTH password`
+    /// as the `default` user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// Sent as a typed field, never spliced into a URL: any characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
     /// kevy: abort this host's hanging connects to the primary a replica
     /// leaves (`ss -K`, needs CAP_NET_ADMIN), so kevy's `REPLICAOF` does
@@ -98,29 +108,35 @@ pub struct DataNodeConfig {
     pub ack_nudge: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
     pub id: String,
     pub election: String,
     /// Its data node's client address; absent on a witness.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     /// A member with no data node that votes and echoes but never stands
     /// (protocol §4.5).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub witness: bool,
 }
 
 /// `preempt: { enabled, delay_ms }` (protocol §8.1). Set it alike on every
 /// node: the primary's own setting decides whether it hands over.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PreemptConfig {
     pub enabled: bool,
     pub delay_ms: u64,
+}
+
+impl PreemptConfig {
+    fn is_default(&self) -> bool {
+        *self == PreemptConfig::default()
+    }
 }
 
 impl Default for PreemptConfig {
@@ -133,7 +149,7 @@ impl Default for PreemptConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimingsConfig {
     pub hb_interval_ms: u64,
@@ -144,6 +160,7 @@ pub struct TimingsConfig {
     pub data_poll_ms: u64,
     /// The lease's safety margin (protocol §6.2.1). Unset: a fifth of
     /// `down_after`, at least one heartbeat and at most 1000 ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fence_margin_ms: Option<u64>,
 }
 
@@ -215,6 +232,8 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{path}: refused before parsing: {source}")]
+    Limit { path: PathBuf, source: PrescanError },
     #[error("{path}: {source}")]
     Parse {
         path: PathBuf,
@@ -253,14 +272,40 @@ pub struct Loaded {
 }
 
 pub fn load(path: &Path) -> Result<Loaded, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let text = read_bounded(path)?;
     parse(&text, path)
 }
 
+/// Reads at most one byte more than [`MAX_BYTES`]: a huge file (or a device
+/// that never ends) is refused without reading it all.
+fn read_bounded(path: &Path) -> Result<String, ConfigError> {
+    use std::io::Read as _;
+    let read_error = |source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(read_error)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(ConfigError::Limit {
+            path: path.to_path_buf(),
+            source: PrescanError::TooLarge,
+        });
+    }
+    String::from_utf8(bytes)
+        .map_err(|e| read_error(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+}
+
+/// Validates `text` as the config file `path` (named in errors): the
+/// pre-scan's limits, the YAML, then every rule of [`Config::check`].
 pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
+    prescan(text).map_err(|source| ConfigError::Limit {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let config: Config = serde_yaml::from_str(text).map_err(|source| ConfigError::Parse {
         path: path.to_path_buf(),
         source,
@@ -525,6 +570,20 @@ impl Config {
             ),
             _ => {}
         }
+        if let Some(dn) = &self.data_node {
+            if dn.kind == DataNodeKind::Kevy && (dn.password.is_some() || dn.username.is_some()) {
+                errors.push(
+                    "data_node: kevy 7.0.0 has no AUTH; remove data_node.username and password (protect it by binding loopback or a private network)"
+                        .into(),
+                );
+            }
+            if dn.username.is_some() && dn.password.is_none() {
+                errors.push(
+                    "data_node.username is set without data_node.password (an ACL user authenticates with both)"
+                        .into(),
+                );
+            }
+        }
         let core = self.core_config(0);
         let (data, witnesses) = (core.data_members(), core.witnesses());
         if witnesses == 0 {
@@ -583,191 +642,51 @@ impl Config {
             .transpose()
     }
 
+    /// What this node's peers must share with it (protocol §3.7): sent in
+    /// HELLO, and compared across files by `check-config` on a cluster.
+    pub fn fingerprint(&self) -> crate::net::fingerprint::Fingerprint {
+        crate::net::fingerprint::Fingerprint::of(
+            self.peers.iter().map(|p| (p.id.as_str(), p.witness)),
+            &self.timings(),
+        )
+    }
+
     pub fn peer(&self, id: &str) -> Option<&PeerConfig> {
         self.peers.iter().find(|p| p.id == id)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-node_id: n1
-listen: { election: "127.0.0.1:7401", api: "127.0.0.1:9301" }
-data_node: { kind: kevy, address: "127.0.0.1:6001" }
-peers:
-  - { id: n1, election: "127.0.0.1:7401", data: "127.0.0.1:6001" }
-  - { id: n2, election: "127.0.0.1:7402", data: "127.0.0.1:6002" }
-  - { id: n3, election: "127.0.0.1:7403", data: "127.0.0.1:6003" }
-"#;
-
-    fn problems(yaml: &str) -> Vec<String> {
-        match parse(yaml, Path::new("t.yaml")) {
-            Ok(_) => vec![],
-            Err(ConfigError::Invalid { problems, .. }) => problems,
-            Err(e) => vec![e.to_string()],
+/// The problems of several nodes' configs taken together (`check-config`
+/// on a whole cluster): one node per file, and the same fingerprint
+/// everywhere, else the odd nodes refuse each other's HELLO at run time.
+pub fn check_cluster(configs: &[(PathBuf, Config)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut ids = BTreeSet::new();
+    for (path, c) in configs {
+        if !ids.insert(c.node_id.as_str()) {
+            problems.push(format!(
+                "{}: node_id {:?} is also the node of an earlier file",
+                path.display(),
+                c.node_id
+            ));
         }
     }
-
-    #[test]
-    fn a_vip_and_preemption_are_read_and_a_bad_vip_is_a_problem() {
-        // docs/vip.md, protocol §8.1.
-        let yaml = format!(
-            "{GOOD}vip: {{ address: \"10.77.0.100/24\", interface: eth0, port: 6379 }}\n\
-             preempt: {{ enabled: true, delay_ms: 3000 }}\n"
-        );
-        let c = parse(&yaml, Path::new("t.yaml")).unwrap().config;
-        let vip = c.vip().unwrap().expect("a vip");
-        assert_eq!(vip.port_map, Some((6379, 6001)));
-        let core = c.core_config(0);
-        assert!(core.preempt.enabled && core.preempt.delay_ms == 3000);
-        let plain = parse(GOOD, Path::new("t.yaml")).unwrap().config;
-        assert!(!plain.core_config(0).preempt.enabled);
-        let bad = format!("{GOOD}vip: {{ address: \"10.77.0.100\", interface: eth0 }}\n");
-        assert!(problems(&bad).iter().any(|p| p.contains("vip.address")));
-    }
-
-    #[test]
-    fn a_three_node_config_is_valid_and_gets_the_seed_defaults() {
-        let loaded = parse(GOOD, Path::new("t.yaml")).unwrap();
-        assert!(
-            loaded
-                .warnings
-                .iter()
-                .all(|w| w.contains("auth.mode is none")),
-            "{:?}",
-            loaded.warnings
-        );
-        let t = loaded.config.timings();
-        assert_eq!(
-            (t.hb_interval_ms, t.down_after_ms, t.election_timeout_ms),
-            (200, 5000, 3000)
-        );
-        assert_eq!((t.backoff_min_ms, t.backoff_max_ms), (1000, 5000));
-        assert_eq!(loaded.config.core_config(1).quorum().size(), 2);
-    }
-
-    #[test]
-    fn duplicate_ids_and_a_missing_self_are_each_reported() {
-        let yaml = GOOD
-            .replace("id: n3", "id: n2")
-            .replace("node_id: n1", "node_id: n9");
-        let p = problems(&yaml);
-        assert!(
-            p.iter()
-                .any(|m| m.contains("\"n2\" appears more than once")),
-            "{p:?}"
-        );
-        assert!(
-            p.iter().any(|m| m.contains("\"n9\" is missing from peers")),
-            "{p:?}"
-        );
-    }
-
-    #[test]
-    fn a_fence_margin_that_leaves_a_lease_under_three_heartbeats_is_refused() {
-        // down_after 2000, hb 200: voter_fresh 1600, lease 1600 − 200 − margin.
-        let yaml = format!(
-            "{GOOD}timings: {{ hb_interval_ms: 200, down_after_ms: 2000, fence_margin_ms: 900 }}\n"
-        );
-        let p = problems(&yaml);
-        assert!(
-            p.iter().any(|m| m.contains("500 ms, under 3 heartbeats")),
-            "{p:?}"
-        );
-        let ok = format!(
-            "{GOOD}timings: {{ hb_interval_ms: 200, down_after_ms: 2000, fence_margin_ms: 800 }}\n"
-        );
-        assert!(problems(&ok).is_empty(), "{:?}", problems(&ok));
-    }
-
-    #[test]
-    fn the_default_fence_margin_is_a_fifth_of_down_after_within_a_heartbeat_and_a_second() {
-        let margin = |hb, down_after| {
-            TimingsConfig {
-                hb_interval_ms: hb,
-                down_after_ms: down_after,
-                ..TimingsConfig::default()
+    if let Some((first_path, first)) = configs.first() {
+        let theirs = first.fingerprint();
+        for (path, c) in &configs[1..] {
+            let ours = c.fingerprint();
+            if ours != theirs {
+                problems.push(format!(
+                    "{}: fingerprint {ours} differs from {}'s {theirs} ({}): these nodes would refuse each other (protocol §3.7)",
+                    path.display(),
+                    first_path.display(),
+                    ours.differences(&theirs).join(", ")
+                ));
             }
-            .fence_margin_ms()
-        };
-        assert_eq!(margin(100, 1500), 300);
-        assert_eq!(margin(200, 600), 200);
-        assert_eq!(margin(200, 10_000), 1000);
-    }
-
-    #[test]
-    fn a_fence_budget_under_the_command_timeout_is_warned_about() {
-        let yaml = format!("{GOOD}timings: {{ hb_interval_ms: 100, down_after_ms: 1500 }}\n");
-        let loaded = parse(&yaml, Path::new("t.yaml")).unwrap();
-        assert!(
-            loaded
-                .warnings
-                .iter()
-                .any(|w| w.contains("fence_margin_ms 300 covers fences that apply within")),
-            "{:?}",
-            loaded.warnings
-        );
-    }
-
-    #[test]
-    fn down_after_not_above_the_heartbeat_is_refused() {
-        let yaml = format!("{GOOD}timings: {{ hb_interval_ms: 500, down_after_ms: 500 }}\n");
-        let p = problems(&yaml);
-        assert!(
-            p.iter()
-                .any(|m| m.contains("must be greater than hb_interval_ms")),
-            "{p:?}"
-        );
-    }
-
-    #[test]
-    fn a_bad_address_is_named_precisely() {
-        let p = problems(&GOOD.replace("127.0.0.1:6002", "nowhere"));
-        assert_eq!(
-            p,
-            vec!["peer n2: data address \"nowhere\" is not host:port".to_string()]
-        );
-    }
-
-    #[test]
-    fn two_nodes_are_accepted_with_a_no_fault_tolerance_warning() {
-        let yaml = GOOD.replace(
-            "  - { id: n3, election: \"127.0.0.1:7403\", data: \"127.0.0.1:6003\" }\n",
-            "",
-        );
-        let loaded = parse(&yaml, Path::new("t.yaml")).unwrap();
-        assert!(loaded
-            .warnings
-            .iter()
-            .any(|w| w.contains("N=2 has no fault tolerance")));
-    }
-
-    #[test]
-    fn unknown_keys_are_refused_rather_than_ignored() {
-        let p = problems(&format!("{GOOD}priorty: 3\n"));
-        assert!(p[0].contains("unknown field `priorty`"), "{p:?}");
-    }
-
-    #[test]
-    fn test_faults_are_refused_by_a_normal_build() {
-        let p = problems(&format!(
-            "{GOOD}unsafe_test_faults: [promote_without_quorum]\n"
-        ));
-        if cfg!(feature = "test-faults") {
-            assert!(p.is_empty());
-        } else {
-            assert!(p[0].contains("only honoured by elector-faulty"), "{p:?}");
         }
     }
-
-    #[test]
-    fn addresses_accept_names_and_bracketed_ipv6() {
-        assert!(valid_address("n1:7400"));
-        assert!(valid_address("[::1]:7400"));
-        assert!(!valid_address("::1:7400"));
-        assert!(!valid_address("n1:0"));
-        assert!(!valid_address("n1"));
-    }
+    problems
 }
+
+#[cfg(test)]
+mod tests;
