@@ -12,7 +12,7 @@ REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BASE_IMAGE="${BASE_IMAGE:-elector-base:bookworm}"
 CACHE_DIR="${CACHE_DIR:-$REPO/.cache}"
 SUITE=bookworm
-PACKAGES=redis-server,redis-sentinel,redis-tools,iproute2,iptables,ca-certificates,curl,procps,netbase
+PACKAGES=redis-server,redis-sentinel,redis-tools,iproute2,iptables,iputils-arping,ca-certificates,curl,procps,netbase
 
 log() { echo "build-base-image: $*" >&2; }
 die() { echo "build-base-image: ERROR: $*" >&2; exit 1; }

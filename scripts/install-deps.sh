@@ -12,7 +12,7 @@ JUST_VERSION=1.36.0
 export PATH="$HOME/.cargo/bin:$PATH"
 
 need_apt=()
-for pkg in redis-server redis-sentinel debootstrap iproute2 iptables curl; do
+for pkg in redis-server redis-sentinel debootstrap iproute2 iptables iputils-arping curl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 # promtool (`just rules-test`) comes with Debian's prometheus package; haproxy checks

@@ -20,4 +20,5 @@ pub mod persist;
 pub mod protocol;
 pub mod runtime;
 pub mod status_view;
+pub mod vip;
 pub mod watchdog;

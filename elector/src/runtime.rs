@@ -19,6 +19,7 @@ use crate::net::transport::{self, Inbound, Transport};
 use crate::persist::{probe_data_dir, DataDirError, PersistError, StateFile};
 use crate::protocol::Role;
 use crate::status_view::{self, StatusBook};
+use crate::vip::VipHandle;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -187,6 +188,9 @@ pub async fn run(
         ));
     }
     let hooks = HookRunner::new(config.hooks.clone(), Arc::clone(&metrics));
+    // Checked by `Config::check` before `run`; a bad one here is not started.
+    let vip = config.vip().ok().flatten();
+    let vip_handle = vip.clone().map(VipHandle::start);
 
     let mut shell = Shell {
         transport,
@@ -198,6 +202,7 @@ pub async fn run(
         pending_switchover: None,
         node_id: config.node_id.clone(),
         gate: Gate::default(),
+        vip: vip_handle,
     };
     shell.execute(&core, start_actions, clock.now());
 
@@ -243,13 +248,16 @@ pub async fn run(
         let now = clock.now();
         let output = core.handle(now, event);
         shell.execute(&core, output, now);
+        shell.sync_vip(&core);
         // The pulse carries the lease's end: the watchdog fences by it if
         // this process goes quiet before then (§6.4.1).
         let writable_for = core
             .writable_until()
             .map(|until| Duration::from_millis(until.saturating_sub(now)));
         loop_beat.beat(writable_for);
-        status_tx.send_replace(shell.book.snapshot(&core, &config, &shell.metrics, now));
+        let mut snapshot = shell.book.snapshot(&core, &config, &shell.metrics, now);
+        snapshot.vip = shell.vip.as_ref().map(VipHandle::status);
+        status_tx.send_replace(snapshot);
         let view = status_view::cluster_view(&core, &config);
         view_tx.send_if_modified(|v| {
             let changed = *v != view;
@@ -261,6 +269,12 @@ pub async fn run(
     // writable primary whose elector is gone.
     tracing::info!("shutting down: fencing the data node first");
     let _ = stop_tx.send(true);
+    // The VIP goes before (or with) the fence (docs/vip.md).
+    if let Some(vip) = &vip {
+        if let Err(e) = VipHandle::remove_now(vip).await {
+            tracing::warn!(error = %e, "could not remove the vip on stop");
+        }
+    }
     match tokio::time::timeout(Duration::from_secs(3), fence_on_stop(&config)).await {
         Ok(Ok(())) => tracing::info!("data node fenced; stopped"),
         Ok(Err(e)) => tracing::warn!(error = %e, "could not fence the data node on stop"),
@@ -316,6 +330,8 @@ struct Shell {
     node_id: String,
     /// Actions waiting for a durable write (§5.2).
     gate: Gate,
+    /// The virtual IP, when configured (docs/vip.md).
+    vip: Option<VipHandle>,
 }
 
 impl Shell {
@@ -352,6 +368,14 @@ impl Shell {
     /// them (§5.2): fences at once, then what may leave now, then the
     /// write; what waits for the write is held until it is durable.
     fn execute(&mut self, core: &Core, output: Output, now: u64) {
+        // The VIP leaves before (or with) every fence (docs/vip.md).
+        if let (Some(vip), Some(fence)) = (&self.vip, output.fences.first()) {
+            let reason = match fence {
+                Fence::Notify { reason, .. } => reason.as_str(),
+                Fence::Apply { .. } => "fenced",
+            };
+            vip.want(false, reason);
+        }
         for fence in output.fences {
             match fence {
                 Fence::Apply { seq, target } => self.apply_target(core, seq, target.into()),
@@ -365,6 +389,46 @@ impl Shell {
             let _ = self.persist_tx.send((p.seq, p.state));
         }
         self.gate.hold(output.gated);
+    }
+
+    /// The VIP is held exactly while this node is the primary and the
+    /// adapter has applied its writable target (after the fence is
+    /// lifted, never before); failed moves run `on_fault`.
+    fn sync_vip(&mut self, core: &Core) {
+        let Some(vip) = &self.vip else {
+            return;
+        };
+        let (seq, _, target) = &*self.target_tx.borrow();
+        let writable = core.role() == Role::Primary
+            && !core.fenced()
+            && target.writable()
+            && core.observation().applied_seq >= *seq;
+        vip.want(
+            writable,
+            if writable {
+                "writable_primary"
+            } else {
+                "not_writable"
+            },
+        );
+        for what in vip.take_faults() {
+            self.metrics.vip_failure();
+            self.fault_hook(core, what);
+        }
+    }
+
+    /// Runs `on_fault` with the node's current role and epoch.
+    fn fault_hook(&self, core: &Core, what: String) {
+        let r = core.role();
+        self.hooks.fire(HookEvent {
+            event: HookKind::Fault,
+            node_id: self.node_id.clone(),
+            epoch: core.epoch(),
+            new_primary: core.primary().map(str::to_string),
+            previous_role: r,
+            role: r,
+            reason: what,
+        });
     }
 
     /// Write `seq` is durable: what waited for it leaves.
@@ -514,16 +578,7 @@ impl Shell {
             }
             Notice::Fault { what } => {
                 tracing::warn!(%what, "fault");
-                let r = core.role();
-                self.hooks.fire(HookEvent {
-                    event: HookKind::Fault,
-                    node_id: self.node_id.clone(),
-                    epoch: core.epoch(),
-                    new_primary: core.primary().map(str::to_string),
-                    previous_role: r,
-                    role: r,
-                    reason: what,
-                });
+                self.fault_hook(core, what);
             }
         }
     }

@@ -177,6 +177,7 @@ impl StatusBook {
                 epoch: state.voted_epoch,
                 for_node: f.clone(),
             }),
+            vip: None,
         }
     }
 }

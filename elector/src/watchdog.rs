@@ -129,8 +129,9 @@ pub async fn run(config: Config) {
     let url = health_url(&config.listen.api);
     tracing::info!(%url, lease_ms = t.lease_ms(), "watchdog: watching the elector");
     let clamps = crate::api::metrics::watchdog_clamps_path(&config.data_dir);
+    let vip = config.vip().ok().flatten();
     match AnyNode::from_config(&config) {
-        Some(node) => watch(node, url, lease, every, clamps).await,
+        Some(node) => watch(node, url, lease, every, clamps, vip).await,
         None => {
             tracing::info!("watchdog: this node is a witness: no data node to fence; nothing to do")
         }
@@ -143,6 +144,7 @@ async fn watch<A: DataNodeAdapter>(
     lease: Duration,
     every: Duration,
     clamps: std::path::PathBuf,
+    vip: Option<crate::vip::Vip>,
 ) {
     // Said at start, with its cause: a watchdog that cannot reach or log
     // in to its data node would otherwise be found out only when it must
@@ -191,7 +193,13 @@ async fn watch<A: DataNodeAdapter>(
             // The start-up clamp: no writes and no upstream. A replica
             // stops acknowledging too, since nobody vouches for its primary
             // any more (§6.2); the blind fence is the fallback when the
-            // node cannot be read.
+            // node cannot be read. The VIP goes with the fence
+            // (docs/vip.md): the frozen elector cannot remove it.
+            if let Some(vip) = &vip {
+                if let Err(e) = crate::vip::VipHandle::remove_now(vip).await {
+                    tracing::warn!(error = %e, "watchdog: removing the vip failed");
+                }
+            }
             if let Err(e) = clamp(&mut node).await {
                 tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
             }

@@ -163,6 +163,10 @@ pub struct StatusSnapshot {
     pub switchover: Option<SwitchoverState>,
     #[serde(default)]
     pub last_vote: Option<LastVote>,
+    /// The virtual IP, when configured (docs/vip.md): held here or not,
+    /// since when, why, and failed moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip: Option<crate::vip::VipStatus>,
 }
 
 impl StatusSnapshot {
@@ -198,6 +202,7 @@ impl StatusSnapshot {
             rejected: BTreeMap::new(),
             switchover: None,
             last_vote: None,
+            vip: None,
         }
     }
 

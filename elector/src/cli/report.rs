@@ -188,6 +188,20 @@ fn node_findings(s: &StatusSnapshot) -> Vec<String> {
     } else if s.data_node.link_up == Some(false) && s.role == Role::Replica {
         findings.push(format!("{}: replication link is down", s.node_id));
     }
+    if let Some(vip) = s.vip.as_ref().filter(|v| v.held || v.last_error.is_some()) {
+        let mut line = format!(
+            "{}: holds vip {}",
+            s.node_id,
+            if vip.held { &vip.address } else { "(no)" }
+        );
+        if let (Some(since), Some(why)) = (vip.since_unix_ms, &vip.reason) {
+            let _ = write!(line, " since unix ms {since} ({why})");
+        }
+        if let Some(e) = &vip.last_error {
+            let _ = write!(line, "; last move failed ({} failures): {e}", vip.failures);
+        }
+        findings.push(line);
+    }
     if let Some(sw) = &s.switchover {
         let mut line = format!("{}: switchover to {} {:?}", s.node_id, sw.to, sw.phase)
             .replace("CatchingUp", "catching up")

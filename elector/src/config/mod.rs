@@ -5,6 +5,7 @@ use crate::core::{CoreConfig, Faults, Member, Preempt, Timings};
 use crate::hooks::HooksConfig;
 use crate::net::auth::AuthConfig;
 use crate::protocol::valid_node_id;
+use crate::vip::{Vip, VipConfig, VipConfigError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -43,8 +44,11 @@ pub struct Config {
     #[serde(default)]
     pub hooks: HooksConfig,
     /// Priority preemption (protocol §8.1); off by default.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "PreemptConfig::is_default")]
     pub preempt: PreemptConfig,
+    /// A virtual IP that follows the writable primary (docs/vip.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vip: Option<VipConfig>,
     /// Deliberate bugs for conformance testing; honoured only by a binary
     /// built with the `test-faults` feature (`elector-faulty`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -122,11 +126,17 @@ pub struct PeerConfig {
 
 /// `preempt: { enabled, delay_ms }` (protocol §8.1). Set it alike on every
 /// node: the primary's own setting decides whether it hands over.
-#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PreemptConfig {
     pub enabled: bool,
     pub delay_ms: u64,
+}
+
+impl PreemptConfig {
+    fn is_default(&self) -> bool {
+        *self == PreemptConfig::default()
+    }
 }
 
 impl Default for PreemptConfig {
@@ -342,6 +352,9 @@ impl Config {
     pub fn check(&self) -> (Vec<String>, Vec<String>) {
         let mut errors = Vec::new();
         let mut warnings = Vec::new();
+        if let Err(e) = self.vip() {
+            errors.push(e.to_string());
+        }
         if !valid_node_id(&self.node_id) {
             errors.push(format!(
                 "node_id {:?} must be 1 to 32 printable ASCII bytes without spaces",
@@ -615,6 +628,19 @@ impl Config {
                 delay_ms: self.preempt.delay_ms,
             },
         }
+    }
+
+    /// The checked VIP, if one is configured (docs/vip.md).
+    pub fn vip(&self) -> Result<Option<Vip>, VipConfigError> {
+        let data_port = self
+            .data_node
+            .as_ref()
+            .and_then(|d| d.address.rsplit_once(':'))
+            .and_then(|(_, p)| p.parse().ok());
+        self.vip
+            .as_ref()
+            .map(|v| Vip::new(v, data_port))
+            .transpose()
     }
 
     /// What this node's peers must share with it (protocol §3.7): sent in

@@ -224,3 +224,21 @@ fn a_username_without_a_password_is_refused() {
         "{p:?}"
     );
 }
+
+#[test]
+fn a_vip_and_preemption_are_read_and_a_bad_vip_is_a_problem() {
+    // docs/vip.md, protocol §8.1.
+    let yaml = format!(
+        "{GOOD}vip: {{ address: \"10.77.0.100/24\", interface: eth0, port: 6379 }}\n\
+         preempt: {{ enabled: true, delay_ms: 3000 }}\n"
+    );
+    let c = parse(&yaml, Path::new("t.yaml")).unwrap().config;
+    let vip = c.vip().unwrap().expect("a vip");
+    assert_eq!(vip.port_map, Some((6379, 6001)));
+    let core = c.core_config(0);
+    assert!(core.preempt.enabled && core.preempt.delay_ms == 3000);
+    let plain = parse(GOOD, Path::new("t.yaml")).unwrap().config;
+    assert!(!plain.core_config(0).preempt.enabled);
+    let bad = format!("{GOOD}vip: {{ address: \"10.77.0.100\", interface: eth0 }}\n");
+    assert!(problems(&bad).iter().any(|p| p.contains("vip.address")));
+}

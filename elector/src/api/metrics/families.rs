@@ -55,6 +55,8 @@ pub(super) struct Counters {
     pub(super) stale_connect_abort_failures: Counter,
     /// kevy: frames sent to make lagging replicas acknowledge.
     pub(super) ack_nudges: Counter,
+    /// VIP adds or removes whose required step failed (docs/vip.md).
+    pub(super) vip_move_failures: Counter,
     /// Fence applies on the data node (protocol §6.2.1): count, total and
     /// worst time, from the core's decision to the server's OK.
     pub(super) fence_applies: Counter,
@@ -109,6 +111,11 @@ impl Counters {
             "elector_ack_nudges",
             "kevy: no-op frames the primary's elector sent so lagging replicas acknowledge (data_node.ack_nudge)",
             self.ack_nudges.clone(),
+        );
+        r.register(
+            "elector_vip_move_failures",
+            "Virtual IP adds or removes that failed (each ran on_fault); see the log",
+            self.vip_move_failures.clone(),
         );
         r.register(
             "elector_fence_applies",

@@ -150,6 +150,11 @@ impl Metrics {
         self.counters.ack_nudges.inc_by(sent);
     }
 
+    /// A VIP add or remove failed (docs/vip.md).
+    pub(crate) fn vip_failure(&self) {
+        self.counters.vip_move_failures.inc();
+    }
+
     /// A fence reached the data node `after` it was decided.
     pub(crate) fn fence_applied(&self, after: std::time::Duration) {
         let secs = after.as_secs_f64();

@@ -106,6 +106,13 @@ pub(super) fn register(r: &mut Registry, status: &StatusSnapshot) {
         "1 while a planned switchover is running",
         gauge(switching.into()),
     );
+    if let Some(vip) = &status.vip {
+        r.register(
+            "elector_vip_held",
+            "1 while the virtual IP is on this node (docs/vip.md)",
+            gauge(vip.held.into()),
+        );
+    }
     let alive = Family::<ByPeer, U64Gauge>::default();
     let last_seen = Family::<ByPeer, U64Gauge>::default();
     for p in &status.peers {

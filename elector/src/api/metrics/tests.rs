@@ -169,6 +169,7 @@ const EXPOSED_FAMILIES: &[(&str, &str, &[&str], &str)] = &[
     ("elector_data_node_offset", "gauge", &["node"], "Replication offset of the local data node."),
     ("elector_data_node_lag_bytes", "gauge", &["node"], "Bytes the local data node is behind its primary."),
     ("elector_switchover_in_progress", "gauge", &["node"], "1 while a planned switchover is running."),
+    ("elector_vip_held", "gauge", &["node"], "1 while the virtual IP is on this node (docs/vip.md)."),
     ("elector_peer_alive", "gauge", &["node", "peer"], "1 while the peer is heard within down_after."),
     ("elector_peer_last_seen_milliseconds", "gauge", &["node", "peer"], "Milliseconds since the last valid message from the peer."),
     ("elector_elections_started_total", "counter", &["node"], "Elections this node started as candidate."),
@@ -178,6 +179,7 @@ const EXPOSED_FAMILIES: &[(&str, &str, &[&str], &str)] = &[
     ("elector_stale_connects_aborted_total", "counter", &["node"], "kevy: the data node's hanging connects to a primary it left, aborted so REPLICAOF need not wait for them."),
     ("elector_stale_connect_abort_failures_total", "counter", &["node"], "kevy: retargets whose hanging connects could not be aborted (no ss, no CAP_NET_ADMIN); see the log."),
     ("elector_ack_nudges_total", "counter", &["node"], "kevy: no-op frames the primary's elector sent so lagging replicas acknowledge (data_node.ack_nudge)."),
+    ("elector_vip_move_failures_total", "counter", &["node"], "Virtual IP adds or removes that failed (each ran on_fault); see the log."),
     ("elector_fence_applies_total", "counter", &["node"], "Fences applied on the data node (protocol 6.2.1)."),
     ("elector_fence_apply_seconds_total", "counter", &["node"], "Time from each decision to fence to the data node's OK, summed."),
     ("elector_fence_apply_max_seconds", "gauge", &["node"], "Slowest fence apply since start: keep it below timings.fence_margin_ms."),
@@ -217,6 +219,10 @@ fn busy_metrics_and_snapshot() -> (Metrics, StatusSnapshot) {
     let mut s = snapshot();
     s.data_node.reachable = true;
     s.data_node.lag = Some(12);
+    s.vip = Some(crate::vip::VipStatus {
+        held: true,
+        ..Default::default()
+    });
     s.switchover = Some(super::super::status::SwitchoverState {
         to: "n2".into(),
         phase: super::super::status::SwitchoverPhase::CatchingUp,
