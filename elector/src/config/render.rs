@@ -187,7 +187,6 @@ impl RenderArgs {
             data_dir: self.data_dir.clone(),
             priority: super::default_priority(),
             max_lag_bytes: super::default_max_lag(),
-            preempt: super::PreemptConfig::default(),
             vip: None,
             data_node: (!is_witness).then(|| DataNodeConfig {
                 kind,
