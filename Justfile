@@ -67,6 +67,7 @@ test:
     just k8s-validate
     scripts/build-images.sh
     just conformance
+    just conformance-chaos-short
 
 # validate deploy/kubernetes offline (kubernetes-validate --strict, from install-deps' venv); no cluster runs them
 k8s-validate:
@@ -80,6 +81,14 @@ rules-test:
 # conformance scenarios (quick set) against real containers, kevy 7.0.0 and Redis 7
 conformance:
     cargo run -p conformance --release -- run --suite quick --backend both
+
+# randomized composed faults, replayable by seed: CHAOS_MINUTES (default 10) per backend, half on 3 and half on 5 nodes; CHAOS_SEED (default random, printed); CHAOS_BACKEND (kevy, redis, both)
+conformance-chaos:
+    cargo run -p conformance --release -- chaos
+
+# the chaos run `just test` makes: 3 minutes per backend (seed printed; CHAOS_SEED fixes it)
+conformance-chaos-short:
+    CHAOS_MINUTES=3 CHAOS_BACKEND=both cargo run -p conformance --release -- chaos
 
 # the parts failing alone (data node, elector, disk, fence, forged input), both backends
 conformance-parts:

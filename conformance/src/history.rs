@@ -162,6 +162,10 @@ pub struct History {
     /// When the writers were told to stop.
     #[serde(default)]
     pub writers_stopped_ms: Option<Ms>,
+    /// When each quiet phase began (every fault healed; chaos runs): the
+    /// liveness checker's starting points.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub quiet_ms: Vec<Ms>,
     pub end_ms: Ms,
     /// Wall clock at the history's 0 ms, in ms since the Unix epoch (0 in
     /// histories recorded before it was kept).
@@ -295,6 +299,18 @@ impl History {
     /// The first primary-removing fault, if any.
     pub fn first_primary_fault(&self) -> Option<&FaultEvent> {
         self.faults.iter().find(|f| f.removes_primary)
+    }
+
+    /// When each acknowledged write completed, in order.
+    pub fn ack_times(&self) -> Vec<Ms> {
+        let mut acks: Vec<Ms> = self
+            .writes
+            .iter()
+            .filter(|w| w.outcome == Outcome::Ok)
+            .map(|w| w.complete_ms)
+            .collect();
+        acks.sort_unstable();
+        acks
     }
 
     /// Keys of acknowledged writes with their values.

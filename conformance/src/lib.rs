@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod chaos;
 pub mod checkers;
 pub mod cluster;
 pub mod docker;

@@ -122,6 +122,23 @@ enum Cmd {
         /// Run every scenario with this failure-detection time (down_after).
         #[arg(long)]
         down_after_ms: Option<u64>,
+        /// Run these scenario files (a chaos schedule, say) instead of a suite.
+        #[arg(long = "file")]
+        files: Vec<PathBuf>,
+        #[command(flatten)]
+        common: CommonArgs,
+    },
+    /// Randomized composed faults (issue 21): a seeded schedule on a 3-node and
+    /// then a 5-node cluster per backend, every checker over the whole run.
+    Chaos {
+        /// Minutes of faults per backend, split evenly between 3 and 5 nodes.
+        #[arg(long, env = "CHAOS_MINUTES", default_value_t = 10.0)]
+        minutes: f64,
+        /// The schedule's seed (default: random, printed).
+        #[arg(long, env = "CHAOS_SEED")]
+        seed: Option<u64>,
+        #[arg(long, env = "CHAOS_BACKEND", value_enum, default_value = "both")]
+        backend: BackendArg,
         #[command(flatten)]
         common: CommonArgs,
     },
@@ -211,6 +228,47 @@ enum Cmd {
     },
 }
 
+impl BackendArg {
+    /// Our elector on the chosen backend(s).
+    fn targets(self) -> Vec<TargetKind> {
+        match self {
+            BackendArg::Kevy => vec![TargetKind::ElectorKevy],
+            BackendArg::Redis => vec![TargetKind::ElectorRedis],
+            BackendArg::Both => vec![TargetKind::ElectorKevy, TargetKind::ElectorRedis],
+        }
+    }
+}
+
+fn selection(which: SuiteArg, scenarios: Vec<String>, tag: Option<String>) -> Selection {
+    if !scenarios.is_empty() {
+        Selection::Named(scenarios)
+    } else if let Some(tag) = tag {
+        Selection::Tagged(tag)
+    } else if which == SuiteArg::Full {
+        Selection::Full
+    } else {
+        Selection::Quick
+    }
+}
+
+/// Runs `work`; on Ctrl-C removes this session's containers instead.
+async fn or_cleanup<T>(
+    session: &str,
+    work: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let d = docker::connect()?;
+    d.ping().await.context("docker ping")?;
+    let label = format!("{LABEL_SESSION}={session}");
+    tokio::select! {
+        r = work => r,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("interrupted: removing this run's containers");
+            docker::cleanup_label(&d, &label).await?;
+            bail!("interrupted");
+        }
+    }
+}
+
 fn main() -> Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -222,7 +280,11 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     if matches!(
         cli.cmd,
-        Cmd::Run { .. } | Cmd::Smoke { .. } | Cmd::Bench { .. } | Cmd::BenchDetection { .. }
+        Cmd::Run { .. }
+            | Cmd::Smoke { .. }
+            | Cmd::Bench { .. }
+            | Cmd::BenchDetection { .. }
+            | Cmd::Chaos { .. }
     ) {
         // Before any runtime thread exists: testcontainers' client needs it on old engines.
         docker::install_api_proxy().context("talking to the Docker engine")?;
@@ -303,18 +365,10 @@ async fn async_main(cli: Cli) -> Result<()> {
                 None => {
                     // One directory per invocation, so a page renders one bench's runs.
                     opts.out_dir = opts.out_dir.join(&opts.session);
-                    let session = opts.session.clone();
-                    let d = docker::connect()?;
-                    d.ping().await.context("docker ping")?;
-                    let label = format!("{LABEL_SESSION}={session}");
-                    tokio::select! {
-                        r = bench::run(&all, &plan, &opts) => r?,
-                        _ = tokio::signal::ctrl_c() => {
-                            eprintln!("interrupted: removing this run's containers");
-                            docker::cleanup_label(&d, &label).await?;
-                            bail!("interrupted");
-                        }
-                    }
+                    or_cleanup(&opts.session, async {
+                        Ok(bench::run(&all, &plan, &opts).await?)
+                    })
+                    .await?
                 }
             };
             let page = bench::render::page(&runs, &plan, &machine::describe(), &command);
@@ -402,48 +456,68 @@ async fn async_main(cli: Cli) -> Result<()> {
             backend,
             target: target_arg,
             down_after_ms,
+            files,
             common,
         } => {
             let (all, opts) = common.open(suite::default_out_dir())?;
-            let sel = if !scenarios.is_empty() {
-                Selection::Named(scenarios)
-            } else if let Some(tag) = tag {
-                Selection::Tagged(tag)
-            } else if which == SuiteArg::Full {
-                Selection::Full
+            let mut chosen = if !files.is_empty() {
+                files
+                    .iter()
+                    .map(|f| Scenario::load(f))
+                    .collect::<std::result::Result<Vec<_>, _>>()?
             } else {
-                Selection::Quick
+                suite::select(all, &selection(which, scenarios, tag))?
             };
-            let mut chosen = suite::select(all, &sel)?;
             if let Some(ms) = down_after_ms {
                 for s in &mut chosen {
                     s.timings.down_after_ms = ms;
                 }
             }
-            let targets: Vec<TargetKind> = match (target_arg, backend) {
-                (Some(t), _) => target::parse_list(&t)?,
-                (None, BackendArg::Kevy) => vec![TargetKind::ElectorKevy],
-                (None, BackendArg::Redis) => vec![TargetKind::ElectorRedis],
-                (None, BackendArg::Both) => vec![TargetKind::ElectorKevy, TargetKind::ElectorRedis],
+            let targets: Vec<TargetKind> = match target_arg {
+                Some(t) => target::parse_list(&t)?,
+                None => backend.targets(),
             };
-            let session = opts.session.clone();
-            let d = docker::connect()?;
-            d.ping().await.context("docker ping")?;
-            let label = format!("{LABEL_SESSION}={session}");
-            let results = tokio::select! {
-                r = suite::run_suite(&chosen, &targets, first_seed..first_seed.saturating_add(seeds), &opts) => r?,
-                _ = tokio::signal::ctrl_c() => {
-                    eprintln!("interrupted: removing this run's containers");
-                    docker::cleanup_label(&d, &label).await?;
-                    bail!("interrupted");
-                }
-            };
+            let seeds = first_seed..first_seed.saturating_add(seeds);
+            let results = or_cleanup(&opts.session, async {
+                Ok(suite::run_suite(&chosen, &targets, seeds, &opts).await?)
+            })
+            .await?;
             let md = report::summary_markdown(&results);
             println!("{md}");
             println!("reports: {}", opts.out_dir.display());
             let failed = results.iter().filter(|r| !r.passed).count();
             if failed > 0 {
                 bail!("{failed} of {} runs failed", results.len());
+            }
+            Ok(())
+        }
+        Cmd::Chaos {
+            minutes,
+            seed,
+            backend,
+            common,
+        } => {
+            let seed = seed.unwrap_or_else(rand::random::<u64>);
+            println!("chaos seed {seed} (replay the schedules with CHAOS_SEED={seed})");
+            let (_, opts) = common.open(suite::default_out_dir())?;
+            let timings = Default::default();
+            let figures = or_cleanup(&opts.session, async {
+                Ok(
+                    conformance::chaos::run(&backend.targets(), seed, minutes, &timings, &opts)
+                        .await?,
+                )
+            })
+            .await?;
+            println!("\n# chaos summary (seed {seed}, {minutes} min per backend)\n");
+            for f in &figures {
+                println!("{}", f.describe(&opts.image));
+            }
+            let failed = figures.iter().filter(|f| !f.passed).count();
+            if failed > 0 {
+                bail!(
+                    "{failed} of {} chaos runs failed (seed {seed})",
+                    figures.len()
+                );
             }
             Ok(())
         }

@@ -63,13 +63,7 @@ pub fn compute(h: &History, checks: &[CheckResult]) -> Metrics {
             .map(|i| i.start.max(f.at_ms) - f.at_ms)
             .min();
     }
-    let mut acks: Vec<Ms> = h
-        .writes
-        .iter()
-        .filter(|w| w.outcome == Outcome::Ok)
-        .map(|w| w.complete_ms)
-        .collect();
-    acks.sort_unstable();
+    let acks = h.ack_times();
     // From the first write the writers attempted (so an initial stretch without
     // acknowledgements counts too).
     let first_invoke = h.writes.iter().map(|w| w.invoke_ms).min();

@@ -79,9 +79,37 @@ pub fn parse_http_response(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
 
 /// `GET path` on `addr` with an overall timeout; returns (code, body).
 pub async fn http_get(addr: &str, path: &str, timeout: Duration) -> Option<(u16, Vec<u8>)> {
+    http_request(addr, "GET", path, None, timeout).await
+}
+
+/// `POST path` with a JSON body (the elector's `POST /switchover`).
+pub async fn http_post_json(
+    addr: &str,
+    path: &str,
+    body: &str,
+    timeout: Duration,
+) -> Option<(u16, Vec<u8>)> {
+    http_request(addr, "POST", path, Some(body), timeout).await
+}
+
+async fn http_request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    timeout: Duration,
+) -> Option<(u16, Vec<u8>)> {
     let fut = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        if let Some(b) = body {
+            req.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+                b.len()
+            ));
+        } else {
+            req.push_str("\r\n");
+        }
         s.write_all(req.as_bytes()).await.ok()?;
         let mut buf = Vec::with_capacity(4096);
         s.read_to_end(&mut buf).await.ok()?;

@@ -18,6 +18,7 @@
 use std::fmt;
 use std::path::Path;
 
+use faults::FaultKind;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::error::{Error, Result};
@@ -228,6 +229,49 @@ pub enum Step {
     NoPrimaryFor(Dur),
     Netem(NetemSpec),
     ClearNetem,
+    /// SIGSTOP of the elector process alone (data node and watchdog run on).
+    /// `for D`: SIGCONT after D; otherwise `thaw` or the end phase sends it.
+    FreezeElector(PauseSpec),
+    /// SIGTERM of the elector alone: a clean stop fences the data node, then
+    /// the entrypoint stops the node (`restart` brings it back).
+    StopElector(Targets),
+    /// The data node SIGKILLed under its running elector and started again
+    /// by the supervisor (needs `env: { DATA_NODE_RESTART: "1" }`), with its
+    /// files or wiped.
+    RestartData(RestartDataSpec),
+    /// The elector's state directory made unwritable (the elector runs as its
+    /// own user, so this is a real write failure). `for D` as `pause`;
+    /// otherwise `thaw` or the end phase makes it writable again.
+    ReadOnlyState(PauseSpec),
+    /// An operator lifts the fence by hand on the data node:
+    /// `min-replicas-to-write 0`, `replica-read-only no`, `REPLICAOF NO ONE`.
+    LiftFence(Targets),
+    /// A planned switchover (`POST /switchover` to the primary's elector).
+    Switchover(SwitchoverSpec),
+    /// Ends every fault (unpause, thaw, restart what is down, heal), then
+    /// lets the cluster run undisturbed this long. The liveness checker
+    /// measures from the start of each quiet phase.
+    Quiet(Dur),
+    /// Ends `freeze_elector` and `read_only_state` on the targets (SIGCONT,
+    /// state directory writable again); harmless where neither is in force.
+    Thaw(Targets),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartDataSpec {
+    pub on: Targets,
+    #[serde(default)]
+    pub lose_data: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SwitchoverSpec {
+    /// The node to hand over to (a symbolic token such as `replica1`).
+    pub to: String,
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
 }
 
 impl Step {
@@ -279,18 +323,60 @@ impl Step {
                 n.loss_pct
             ),
             Step::ClearNetem => "clear_netem".into(),
+            Step::FreezeElector(p) => pause_label("freeze_elector", p),
+            Step::StopElector(t) => format!("stop_elector {}", t.tokens().join(",")),
+            Step::RestartData(r) => format!(
+                "restart_data {}{}",
+                r.on.tokens().join(","),
+                if r.lose_data { " (empty)" } else { "" }
+            ),
+            Step::ReadOnlyState(p) => pause_label("read_only_state", p),
+            Step::LiftFence(t) => format!("lift_fence {}", t.tokens().join(",")),
+            Step::Switchover(s) => format!("switchover to {}", s.to),
+            Step::Thaw(t) => format!("thaw {}", t.tokens().join(",")),
+            Step::Quiet(d) => format!("quiet {d}"),
         }
+    }
+
+    /// The fault this step injects, in the vocabulary the simulator shares;
+    /// `None` for the steps that wait, observe, drive clients or undo.
+    pub fn fault_kind(&self) -> Option<FaultKind> {
+        Some(match self {
+            Step::Kill(_) => FaultKind::Kill,
+            Step::Restart(_) => FaultKind::Restart,
+            Step::KillElector(_) => FaultKind::KillElector,
+            Step::FreezeElector(_) => FaultKind::FreezeElector,
+            Step::StopElector(_) => FaultKind::StopElector,
+            Step::KillData(_) => FaultKind::KillData,
+            Step::RestartData(_) => FaultKind::RestartData,
+            Step::Pause(_) => FaultKind::Pause,
+            Step::Isolate(_) => FaultKind::Isolate,
+            Step::Split(_) => FaultKind::Split,
+            Step::Bridge(_) => FaultKind::Bridge,
+            Step::OneWay(_) => FaultKind::OneWay,
+            Step::Netem(_) => FaultKind::Netem,
+            Step::ReadOnlyState(_) => FaultKind::ReadOnlyState,
+            Step::LiftFence(_) => FaultKind::LiftFence,
+            Step::Switchover(_) => FaultKind::Switchover,
+            Step::Heal => FaultKind::Heal,
+            _ => return None,
+        })
     }
 
     fn all_tokens(&self) -> Vec<String> {
         match self {
             Step::Kill(t)
+            | Step::StopElector(t)
+            | Step::LiftFence(t)
+            | Step::Thaw(t)
             | Step::KillElector(t)
             | Step::KillData(t)
             | Step::Restart(t)
             | Step::Unpause(t)
             | Step::Isolate(t) => t.tokens(),
-            Step::Pause(p) => p.targets.tokens(),
+            Step::Pause(p) | Step::FreezeElector(p) | Step::ReadOnlyState(p) => p.targets.tokens(),
+            Step::RestartData(r) => r.on.tokens(),
+            Step::Switchover(s) => vec![s.to.clone()],
             Step::Exec(e) => e.on.tokens(),
             Step::Split(s) => s.iter().flat_map(|t| t.tokens()).collect(),
             Step::Bridge(b) => {
@@ -307,6 +393,13 @@ impl Step {
             Step::Netem(n) => n.targets.tokens(),
             _ => vec![],
         }
+    }
+}
+
+fn pause_label(name: &str, p: &PauseSpec) -> String {
+    match p.duration {
+        Some(d) => format!("{name} {} for {d}", p.targets.tokens().join(",")),
+        None => format!("{name} {}", p.targets.tokens().join(",")),
     }
 }
 
@@ -471,8 +564,11 @@ impl Scenario {
                 | Step::WaitPrimary(d)
                 | Step::WaitNewPrimary(d)
                 | Step::MeshRestoredWithin(d)
-                | Step::NoPrimaryFor(d) => d.ms(),
-                Step::Pause(p) => p.duration.map_or(0, |d| d.ms()),
+                | Step::NoPrimaryFor(d)
+                | Step::Quiet(d) => d.ms(),
+                Step::Pause(p) | Step::FreezeElector(p) | Step::ReadOnlyState(p) => {
+                    p.duration.map_or(0, |d| d.ms())
+                }
                 _ => 0,
             })
             .sum()
@@ -613,6 +709,14 @@ impl Scenario {
                     return Err(format!("step {}: split needs at least two sides", i + 1));
                 }
             }
+            if matches!(step, Step::RestartData(_))
+                && self.env.get("DATA_NODE_RESTART").map(String::as_str) != Some("1")
+            {
+                return Err(format!(
+                    "step {}: restart_data needs env DATA_NODE_RESTART: \"1\" (the supervisor brings the data node back)",
+                    i + 1
+                ));
+            }
             if let Step::Netem(n) = step {
                 if !(0.0..=100.0).contains(&n.loss_pct) {
                     return Err(format!("step {}: loss_pct out of range", i + 1));
@@ -686,6 +790,51 @@ expect: { failover: true }
         assert_eq!(s.expect.failover, Some(true));
         assert_eq!(s.timings.down_after_ms, 1500);
         assert_eq!(s.timings.hb_interval_ms, 100);
+    }
+
+    #[test]
+    fn every_fault_of_the_shared_vocabulary_is_a_step_of_the_same_name() {
+        let samples = [
+            "kill: primary",
+            "restart: down",
+            "kill_elector: primary",
+            "freeze_elector: primary for 2s",
+            "stop_elector: replica1",
+            "kill_data: primary",
+            "restart_data: { on: primary, lose_data: true }",
+            "pause: primary",
+            "isolate: primary",
+            "split: [[primary], others]",
+            "bridge: { left: [n1], middle: n2, right: [n3] }",
+            "one_way: { from: primary, to: replicas }",
+            "netem: { targets: all, loss_pct: 2 }",
+            "read_only_state: primary",
+            "lift_fence: old_primary",
+            "switchover: { to: replica1 }",
+            "heal",
+        ];
+        let mut seen = vec![];
+        for text in samples {
+            let yaml = format!(
+                "name: x\nnodes: 3\nenv: {{ DATA_NODE_RESTART: \"1\" }}\nsteps:\n  - {text}\n"
+            );
+            let s = Scenario::parse("f", &yaml).unwrap_or_else(|e| panic!("{text}: {e}"));
+            let kind = s.steps[0].fault_kind().expect(text);
+            assert!(text.starts_with(kind.name()), "{text} is {kind}");
+            seen.push(kind);
+        }
+        let containers: Vec<FaultKind> = FaultKind::ALL
+            .into_iter()
+            .filter(|k| k.in_containers())
+            .collect();
+        assert_eq!(seen, containers);
+    }
+
+    #[test]
+    fn restart_data_without_a_supervisor_that_restarts_is_rejected() {
+        let text = "name: x\nnodes: 3\nsteps:\n  - restart_data: { on: primary }\n";
+        let err = Scenario::parse("f", text).unwrap_err().to_string();
+        assert!(err.contains("DATA_NODE_RESTART"), "{err}");
     }
 
     #[test]

@@ -102,10 +102,28 @@ pub fn minority_never_elects(h: &History) -> CheckResult {
     for p in &h.partitions {
         let end = p.end_ms.unwrap_or(h.end_ms);
         for m in &p.minority {
+            // The epoch the node last claimed primary in before the
+            // partition. A node frozen (docker pause) when the partition
+            // began has no fresh sample then, but it did not elect: waking
+            // up, it still claims that old epoch until it learns better
+            // (found by a chaos run: pause the primary, then split it off).
+            let held_epoch = h
+                .samples
+                .iter()
+                .filter(|s| &s.node == m && s.at_ms < p.start_ms)
+                .filter_map(|s| s.elector.as_ref())
+                .filter(|e| e.role == "primary")
+                .map(|e| e.epoch)
+                .next_back();
             let was_primary = sampled.get(m).is_some_and(|l| {
                 l.iter()
                     .any(|i| i.start <= p.start_ms && i.end > p.start_ms)
-            });
+            }) || (held_epoch.is_some()
+                && h.samples
+                    .iter()
+                    .rfind(|s| &s.node == m && s.at_ms < p.start_ms && s.elector.is_some())
+                    .and_then(|s| s.elector.as_ref())
+                    .is_some_and(|e| e.role == "primary"));
             // A minority old primary gets the lease plus one sample's validity (the
             // poller's granularity) to fence itself.
             let from = if was_primary {
@@ -119,7 +137,9 @@ pub fn minority_never_elects(h: &History) -> CheckResult {
                     &s.node == m
                         && s.at_ms >= p.start_ms
                         && s.at_ms < end
-                        && s.elector.as_ref().is_some_and(|e| e.role == "primary")
+                        && s.elector.as_ref().is_some_and(|e| {
+                            e.role == "primary" && held_epoch.is_none_or(|held| e.epoch > held)
+                        })
                 });
                 if let Some(s) = claim {
                     let epoch = s.elector.as_ref().map_or(0, |e| e.epoch);
@@ -324,6 +344,23 @@ mod tests {
         steady(&mut h, "n3", "replica", 1, 0, 6000);
         isolate_n3(&mut h);
         assert!(minority_never_elects(&h).passed);
+    }
+
+    #[test]
+    fn a_primary_frozen_before_the_split_that_wakes_in_its_old_epoch_did_not_elect() {
+        // Chaos seed 2111 (kevy, 3 nodes): n3 primary in epoch 20 is paused,
+        // then split off; no sample while frozen; on waking its elector still
+        // says primary in epoch 20 (its data node already a fenced replica).
+        let mut h = history(3);
+        steady(&mut h, "n3", "primary", 20, 0, 200);
+        steady(&mut h, "n1", "replica", 20, 0, 6000);
+        h.samples.push(sample(2500, "n3", "primary", 20, true));
+        isolate_n3(&mut h);
+        let r = minority_never_elects(&h);
+        assert!(r.passed, "{r:?}");
+        // A claim in a later epoch is an election on the minority side.
+        h.samples.push(sample(3000, "n3", "primary", 21, false));
+        assert!(!minority_never_elects(&h).passed);
     }
 
     #[test]

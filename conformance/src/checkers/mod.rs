@@ -4,6 +4,7 @@
 
 mod election;
 mod epochs;
+mod liveness;
 mod lost_writes;
 mod old_primary;
 mod split_brain;
@@ -18,6 +19,9 @@ pub use election::{
     witness_never_primary,
 };
 pub use epochs::{epochs_monotonic, one_primary_per_epoch};
+pub use liveness::{
+    availability, availability_note, liveness_after_quiet, liveness_bound_ms, median, recoveries,
+};
 pub use lost_writes::{
     acknowledged_writes_survive, lost_count, lost_keys, replicas_converge, writes_acknowledged,
 };
@@ -105,5 +109,7 @@ pub fn check_all(h: &History, expect: &Expect) -> Vec<CheckResult> {
         one_primary_per_epoch(h),
         old_primary_follows(h),
         witness_never_primary(h),
+        liveness_after_quiet(h),
+        availability_note(h),
     ]
 }

@@ -39,6 +39,8 @@ pub(super) struct Run<'a> {
     pub(super) initial_primary: Option<String>,
     pub(super) steps: Vec<StepLog>,
     pub(super) writers_stopped_ms: Option<Ms>,
+    /// When each `quiet` step began.
+    pub(super) quiet_ms: Vec<Ms>,
 }
 
 pub(super) fn step_err(step: &str, e: impl std::fmt::Display) -> Error {

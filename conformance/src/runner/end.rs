@@ -26,27 +26,19 @@ impl Run<'_> {
         }
     }
 
-    /// Restores the cluster: unpause, restart, heal; then waits for a primary and for
-    /// replication to settle.
-    pub(super) async fn restore(&mut self) -> Result<String> {
-        self.stop_workers().await;
+    /// Ends every fault: unpauses, starts what is down (also nodes that
+    /// went down on their own, e.g. an entrypoint that exited), runs the
+    /// undo scripts (SIGCONT, state dir writable), heals the network. The
+    /// end phase and each `quiet` step use it.
+    pub(super) async fn heal_everything(&mut self) -> Result<String> {
         let paused: Vec<String> = self.paused.iter().cloned().collect();
         for n in &paused {
             self.cluster
                 .unpause(n)
                 .await
-                .map_err(|e| step_err("final unpause", e))?;
+                .map_err(|e| step_err("unpause", e))?;
         }
         self.paused.clear();
-        for (nodes, script) in std::mem::take(&mut self.undo_at_end) {
-            for n in &nodes {
-                // Best effort: a node that is down has nothing to undo.
-                if let Err(e) = self.cluster.exec(n, &["sh", "-c", &script]).await {
-                    tracing::warn!(node = %n, error = %e, "end phase: exec undo failed");
-                }
-            }
-        }
-        // Also nodes that went down on their own (e.g. an entrypoint that exited).
         for id in self.cluster.ids() {
             if let Ok((false, _)) = self.cluster.state(&id).await {
                 self.down.insert(id);
@@ -57,7 +49,7 @@ impl Run<'_> {
             self.cluster
                 .start_node(n)
                 .await
-                .map_err(|e| step_err("final restart", e))?;
+                .map_err(|e| step_err("restart", e))?;
         }
         self.down.clear();
         let all = self.cluster.ids();
@@ -72,21 +64,37 @@ impl Run<'_> {
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
             if !ok {
-                return Err(step_err("final heal", format!("cannot heal {id}")));
+                return Err(step_err("heal", format!("cannot heal {id}")));
+            }
+        }
+        for (nodes, script) in std::mem::take(&mut self.undo_at_end) {
+            for n in &nodes {
+                // Best effort: the undo may have nothing left to undo.
+                if let Err(e) = self.cluster.exec(n, &["sh", "-c", &script]).await {
+                    tracing::warn!(node = %n, error = %e, "exec undo failed");
+                }
             }
         }
         self.end_partition();
-        self.recovered(
-            &all,
-            &[
-                "kill",
-                "kill_elector",
-                "kill_data",
-                "pause",
-                "netem",
-                "exec",
-            ],
-        );
+        self.netem_on = false;
+        let kinds: Vec<&str> = faults::FaultKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .chain(["exec"])
+            .collect();
+        self.recovered(&all, &kinds);
+        Ok(format!(
+            "unpaused [{}], restarted [{}]",
+            paused.join(","),
+            down.join(",")
+        ))
+    }
+
+    /// Restores the cluster: unpause, restart, heal; then waits for a primary and for
+    /// replication to settle.
+    pub(super) async fn restore(&mut self) -> Result<String> {
+        self.stop_workers().await;
+        self.heal_everything().await?;
         let primary = self
             .wait_primary(Duration::from_secs(60), None)
             .await

@@ -11,6 +11,7 @@
 pub mod assemble;
 mod control;
 mod end;
+mod parts;
 mod steps;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -115,6 +116,7 @@ pub async fn run_scenario(
         initial_primary: None,
         steps: vec![],
         writers_stopped_ms: None,
+        quiet_ms: vec![],
     };
     let mut error: Option<String> = None;
     let steps_fut = async {
@@ -182,6 +184,7 @@ pub async fn run_scenario(
         final_reads,
         final_read_errors,
         writers_stopped_ms: run.writers_stopped_ms,
+        quiet_ms: run.quiet_ms.clone(),
         steps: std::mem::take(&mut run.steps),
     };
     let history = assemble::history(scn, target.as_ref(), &rec, recorded.clone());

@@ -251,6 +251,15 @@ pub fn elector_only(step: &Step) -> Option<&'static str> {
             Some("reads the electors' /status, which this target has no equivalent of")
         }
         Step::Exec(_) => Some("runs a script written against the elector's processes and files"),
+        Step::FreezeElector(_) | Step::StopElector(_) | Step::Thaw(_) => {
+            Some("there is no elector process to signal")
+        }
+        Step::ReadOnlyState(_) => Some("there is no elector state directory"),
+        Step::Switchover(_) => Some("uses the elector's POST /switchover"),
+        Step::LiftFence(_) => Some("lifts the fence the elector sets on its data node"),
+        Step::RestartData(_) => {
+            Some("relies on the elector image's supervisor restarting the data node")
+        }
         _ => None,
     }
 }

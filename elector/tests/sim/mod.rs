@@ -151,6 +151,8 @@ pub struct Sim {
     pub inv: Invariants,
     pub faults: Faults,
     pub events_handled: u64,
+    /// The faults the schedule injected, in order, by their shared name.
+    pub injected: Vec<::faults::FaultKind>,
     /// Count a write acknowledged at this many replica copies instead of
     /// the cluster's data promise (only to show the promise is needed).
     pub ack_copies_override: Option<usize>,
@@ -195,6 +197,7 @@ impl Sim {
             inv: Invariants::new(n, timings),
             faults,
             events_handled: 0,
+            injected: Vec::new(),
             break_disk_on_promotion: None,
             ack_copies_override: None,
             priorities: vec![100; n],

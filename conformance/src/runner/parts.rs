@@ -1,0 +1,261 @@
+//! Steps for parts of a node failing alone (docs/protocol.md §6.4.1, §6.8): the
+//! elector frozen or stopped, the data node restarted under it, the state
+//! directory unwritable, the fence lifted by hand, and a planned switchover.
+//! They are named in the shared fault vocabulary (`faults`), so scenario files
+//! say what fails instead of carrying the shell that does it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use faults::FaultKind;
+
+use super::control::Run;
+use crate::error::Result;
+use crate::probe;
+use crate::scenario::{PauseSpec, RestartDataSpec, SwitchoverSpec, Targets};
+
+/// The elector process (the shipped binary or the deliberately broken one).
+const ELECTOR_RE: &str = "'^/usr/local/bin/elector(-faulty)? run'";
+
+fn signal_elector(sig: &str) -> String {
+    format!("pkill -{sig} -f {ELECTOR_RE}; true")
+}
+
+const STATE_READ_ONLY: &str =
+    "chmod 0500 /var/lib/elector && chmod 0400 /var/lib/elector/state.json";
+const STATE_WRITABLE: &str =
+    "chmod 0700 /var/lib/elector; chmod 0600 /var/lib/elector/state.json 2>/dev/null; true";
+
+/// What `thaw` (and the end phase) runs: SIGCONT and a writable state dir.
+pub(super) fn thaw_script() -> String {
+    format!("{} {STATE_WRITABLE}", signal_elector("CONT"))
+}
+
+const LIFT_FENCE: &str = "p=$(cat /etc/elector/data-port); \
+    redis-cli -p $p CONFIG SET min-replicas-to-write 0 >/dev/null; \
+    redis-cli -p $p CONFIG SET replica-read-only no >/dev/null; \
+    redis-cli -p $p REPLICAOF NO ONE >/dev/null; \
+    redis-cli -p $p ROLE | head -1";
+
+fn data_restart_script(lose_data: bool) -> String {
+    let wipe = if lose_data {
+        " rm -rf /data/kevy/* /data/redis/*;"
+    } else {
+        ""
+    };
+    format!("pkill -9 -x kevy; pkill -9 -x redis-server;{wipe} true")
+}
+
+impl Run<'_> {
+    /// Targets that are running and not frozen: a process there can be
+    /// signalled. A container that stopped on its own (an entrypoint that
+    /// exited) is marked down here, so composed faults skip it instead of
+    /// failing the run on a dead container.
+    pub(super) async fn live_targets(&mut self, t: &Targets) -> Result<Vec<String>> {
+        let all = self.resolve(&t.tokens(), &BTreeSet::new()).await?;
+        let mut live = vec![];
+        for n in all {
+            if self.down.contains(&n) || self.paused.contains(&n) {
+                continue;
+            }
+            if let Ok((false, _)) = self.cluster.state(&n).await {
+                self.down.insert(n);
+                continue;
+            }
+            live.push(n);
+        }
+        Ok(live)
+    }
+
+    /// Runs `script` on each target, records a fault of `kind`, and returns
+    /// the fault's index and the targets.
+    async fn script_fault(
+        &mut self,
+        kind: FaultKind,
+        label: String,
+        targets: &Targets,
+        script: &str,
+        removes_if_primary: bool,
+    ) -> Result<(usize, Vec<String>, String)> {
+        let targets = self.live_targets(targets).await?;
+        let primary_before = self.primary_now().await;
+        let at = self.now();
+        let mut outs = vec![];
+        for n in &targets {
+            let (code, out) = self.cluster.exec(n, &["sh", "-c", script]).await?;
+            outs.push(format!("{n}: rc={code} {}", out.trim()));
+        }
+        let removes =
+            removes_if_primary && primary_before.as_ref().is_some_and(|p| targets.contains(p));
+        let idx = self.record_fault(
+            at,
+            kind.name(),
+            label,
+            targets.clone(),
+            primary_before,
+            removes,
+        );
+        Ok((idx, targets, outs.join("; ")))
+    }
+
+    /// Closes a fault that ends as it happens (the process came back, the
+    /// request was made).
+    fn close_now(&mut self, idx: usize) {
+        self.faults[idx].end_ms = Some(self.now());
+        self.open.retain(|(i, _)| *i != idx);
+    }
+
+    /// `freeze_elector` and `read_only_state`: on, then (with a duration)
+    /// off again; the end phase undoes them whatever happened.
+    pub(super) async fn timed_part_fault(
+        &mut self,
+        kind: FaultKind,
+        label: String,
+        p: &PauseSpec,
+    ) -> Result<String> {
+        let (on, off) = match kind {
+            FaultKind::FreezeElector => (signal_elector("STOP"), signal_elector("CONT")),
+            _ => (STATE_READ_ONLY.to_string(), STATE_WRITABLE.to_string()),
+        };
+        let (_, targets, out) = self
+            .script_fault(
+                kind,
+                label,
+                &p.targets,
+                &on,
+                kind == FaultKind::FreezeElector,
+            )
+            .await?;
+        self.undo_at_end.push((targets.clone(), off.clone()));
+        if let Some(d) = p.duration {
+            tokio::time::sleep(d.as_duration()).await;
+            for n in &targets {
+                if !self.down.contains(n) && !self.paused.contains(n) {
+                    self.cluster.exec(n, &["sh", "-c", &off]).await?;
+                }
+            }
+            self.recovered(&targets, &[kind.name()]);
+        }
+        Ok(out)
+    }
+
+    pub(super) async fn stop_elector(&mut self, t: &Targets) -> Result<String> {
+        let targets = self.live_targets(t).await?;
+        let notes = self
+            .kill_process(
+                &format!("stop elector {}", targets.join(",")),
+                FaultKind::StopElector.name(),
+                targets.clone(),
+                &signal_elector("TERM"),
+            )
+            .await?;
+        Ok(format!("{} {notes}", targets.join(",")))
+    }
+
+    pub(super) async fn restart_data(
+        &mut self,
+        r: &RestartDataSpec,
+        label: String,
+    ) -> Result<String> {
+        let (idx, _, out) = self
+            .script_fault(
+                FaultKind::RestartData,
+                label,
+                &r.on,
+                &data_restart_script(r.lose_data),
+                r.lose_data,
+            )
+            .await?;
+        self.close_now(idx);
+        Ok(out)
+    }
+
+    pub(super) async fn lift_fence(&mut self, t: &Targets, label: String) -> Result<String> {
+        let (idx, _, out) = self
+            .script_fault(FaultKind::LiftFence, label, t, LIFT_FENCE, false)
+            .await?;
+        self.close_now(idx);
+        Ok(out)
+    }
+
+    /// `POST /switchover` to the current primary's elector. A refusal (no
+    /// primary, a switchover already running, a target that cannot take over)
+    /// is noted, not an error: under composed faults it is a fair answer.
+    pub(super) async fn switchover(&mut self, s: &SwitchoverSpec, label: String) -> Result<String> {
+        let Some(primary) = self.primary_now().await else {
+            return Ok("no primary: nothing to hand over".into());
+        };
+        let to = self
+            .resolve(std::slice::from_ref(&s.to), &BTreeSet::new())
+            .await?;
+        let Some(to) = to.into_iter().find(|n| *n != primary) else {
+            return Ok(format!("{} is the primary already", s.to));
+        };
+        let Some(api) = self
+            .cluster
+            .nodes
+            .iter()
+            .find(|n| n.id == primary)
+            .map(|n| n.api_addr())
+        else {
+            return Ok(format!("{primary}: unknown node"));
+        };
+        let at = self.now();
+        let body = match s.timeout_ms {
+            Some(ms) => format!(r#"{{"to":"{to}","timeout_ms":{ms}}}"#),
+            None => format!(r#"{{"to":"{to}"}}"#),
+        };
+        let answer =
+            probe::http_post_json(&api, "/switchover", &body, Duration::from_secs(15)).await;
+        let idx = self.record_fault(
+            at,
+            FaultKind::Switchover.name(),
+            label,
+            vec![primary.clone(), to.clone()],
+            Some(primary.clone()),
+            false,
+        );
+        self.close_now(idx);
+        Ok(match answer {
+            Some((code, body)) => format!(
+                "{primary} -> {to}: HTTP {code} {}",
+                String::from_utf8_lossy(&body).trim()
+            ),
+            None => format!("{primary} -> {to}: no answer"),
+        })
+    }
+
+    pub(super) async fn thaw(&mut self, t: &Targets) -> Result<String> {
+        let targets = self.live_targets(t).await?;
+        let script = thaw_script();
+        for n in &targets {
+            self.cluster.exec(n, &["sh", "-c", &script]).await?;
+        }
+        self.recovered(
+            &targets,
+            &[
+                FaultKind::FreezeElector.name(),
+                FaultKind::ReadOnlyState.name(),
+            ],
+        );
+        Ok(targets.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_data_node_restart_wipes_its_files_only_when_asked() {
+        assert!(!data_restart_script(false).contains("rm -rf"));
+        assert!(data_restart_script(true).contains("rm -rf /data/kevy/* /data/redis/*"));
+    }
+
+    #[test]
+    fn thaw_undoes_both_freeze_and_read_only_state() {
+        let t = thaw_script();
+        assert!(t.contains("pkill -CONT -f"), "{t}");
+        assert!(t.contains("chmod 0700 /var/lib/elector"), "{t}");
+    }
+}
