@@ -3,6 +3,7 @@
 # base image elector-base:bookworm, over the community.docker.docker connection.
 #
 #   ansible/tests/docker-deploy.sh [kevy|redis] [N] [none|systemd]
+#   WITNESS=1 makes the last of the N hosts a witness (elector only)
 #
 # none (default): elector_service_manager=none, containers run `sleep`; after the
 #   playbook laid the files down, the script starts each data node and elector
@@ -24,6 +25,7 @@ set -euo pipefail
 
 backend=${1:-kevy}
 nodes=${2:-3}
+data_nodes=$(( nodes - ${WITNESS:-0} ))   # WITNESS=1: the last host votes only
 mode=${3:-none}
 case "$backend" in kevy|redis) ;; *) echo "backend: kevy|redis" >&2; exit 2;; esac
 case "$mode" in none|systemd) ;; *) echo "mode: none|systemd" >&2; exit 2;; esac
@@ -36,6 +38,8 @@ sd_image=elector-ansible-systemd:bookworm
 net=${NET_NAME:-elector-ansible-test}
 prefix=${NET_PREFIX:-10.78.0}
 cname() { echo "elector-ans-n$1"; }
+# WITNESS=1: the last host is a witness (inventory group "witness"): elector only.
+witness=${WITNESS:-0}
 # Data node client port of node i: 6379 + its 0-based position (kevy 7 tells
 # replicas apart by client port only; the role does the same).
 dport() { echo $((6378 + $1)); }
@@ -131,6 +135,11 @@ mkdir -p "$tmp/inventory/group_vars"
   echo "        ansible_connection: community.docker.docker"
   echo "        ansible_python_interpreter: /usr/bin/python3"
   echo "        ansible_become: false   # root in the container, no sudo"
+  if [ "$witness" = 1 ]; then
+    echo "    witness:"
+    echo "      hosts:"
+    echo "        $(cname "$nodes"):"
+  fi
 } > "$tmp/inventory/hosts.yml"
 if [ "$mode" = systemd ]; then
   for i in $(seq 1 "$nodes"); do
@@ -208,13 +217,13 @@ if [ "$mode" = none ]; then
   else
     start_data='runuser -u redis -- /usr/bin/redis-server /etc/redis/elector-datanode.conf >/var/log/datanode.log 2>&1'
   fi
-  for i in $(seq 1 "$nodes"); do docker exec -d "$(cname "$i")" sh -c "$start_data"; done
+  for i in $(seq 1 "$data_nodes"); do docker exec -d "$(cname "$i")" sh -c "$start_data"; done
 fi
 check_readonly=1
 if [ "$mode" = systemd ] && [ $stub = 0 ]; then
   check_readonly=0   # the electors already run and may have promoted a node
 fi
-for i in $(seq 1 "$nodes"); do
+for i in $(seq 1 "$data_nodes"); do
   c=$(cname "$i"); ok=0
   for _ in $(seq 1 50); do
     if docker exec "$c" redis-cli -p "$(dport "$i")" PING 2>/dev/null | grep -q PONG; then ok=1; break; fi
@@ -257,7 +266,7 @@ fi
 grep -E '"msg": "(elector-ans|one primary)' "$tmp/verify.log" | sed 's/^ *"msg": /   /'
 primary=$(grep -oE '"msg": "one primary: [^"]+' "$tmp/verify.log" | sed 's/.*one primary: //' | head -1)
 [ -n "$primary" ] || die "no primary in the verify output"
-for i in $(seq 1 "$nodes"); do
+for i in $(seq 1 "$data_nodes"); do
   c=$(cname "$i")
   r=$(docker exec "$c" redis-cli -p "$(dport "$i")" SET ansible-probe "$i" 2>&1 | tr -d '\r')
   if [ "n$i" = "$primary" ]; then

@@ -9,10 +9,16 @@
 #   - data nodes start non-writable (kevy
 #     role=replica upstream=127.0.0.1:1; redis replicaof 127.0.0.1 1), units;
 #   - the 2-node inventory prints the no-fault-tolerance warning;
+#   - 2 data nodes + 1 witness (lab-2w): the witness gets the elector only (no
+#     data_node, no data-node files or unit, no watchdog, no Wants= on a data node);
+#   - Redis with a password and an ACL user: the same credentials in elector.yaml
+#     and redis.conf (requirepass, masterauth, user, masteruser); kevy with
+#     credentials is refused by the playbook;
 #   - a second run changes nothing (idempotent).
 # The shared key comes from an Ansible Vault file, as in production.
 #
-# usage: ansible/tests/render.sh            (KEEP=1 keeps the temp dir)
+# usage: ansible/tests/render.sh            (KEEP=1 keeps the temp dir;
+#        CASES="lab2w-kevy lab2w-redis-auth" runs only those cases)
 set -euo pipefail
 
 ansible_dir=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,6 +57,8 @@ fail=0
 # run_case NAME INVENTORY_EXAMPLE BACKEND NODES AUTH [extra ansible-playbook args...]
 run_case() {
   local name=$1 inv=$2 backend=$3 nodes=$4 auth=$5; shift 5
+  LAST_LOG=""
+  if [ -n "${CASES:-}" ] && [[ " $CASES " != *" $name "* ]]; then return; fi
   local dir="$tmp/$name" out="$tmp/$name/out"
   mkdir -p "$dir/inventory/group_vars" "$out"
   cp "$ansible_dir/inventory/$inv" "$dir/inventory/hosts.yml"
@@ -100,7 +108,16 @@ VARS
   # The data nodes start non-writable and every unit restarts on failure.
   local h conf
   for h in "$out"/*/; do
-    grep -q "^data_node:" "$h/etc/elector/elector.yaml" || continue  # a witness
+    if ! grep -q "^data_node:" "$h/etc/elector/elector.yaml"; then  # a witness: elector only
+      if [ -e "$h/etc/kevy" ] || [ -e "$h/etc/redis" ] || [ -e "$h/etc/systemd/system/elector-datanode.service" ] \
+          || [ -e "$h/etc/systemd/system/elector-watchdog.service" ] \
+          || grep -q 'elector-datanode' "$h/etc/systemd/system/elector.service"; then
+        echo "FAIL: witness $h has data-node files, a watchdog or a data-node dependency" >&2; fail=1
+      fi
+      continue
+    fi
+    [ -e "$h/etc/systemd/system/elector-watchdog.service" ] \
+      || { echo "FAIL: data host $h has no watchdog unit" >&2; fail=1; }
     case $backend in
       kevy) conf="$h/etc/kevy/kevy.toml"
             grep -qx 'role = "replica"' "$conf" && grep -qx 'upstream = "127.0.0.1:1"' "$conf" ;;
@@ -116,7 +133,7 @@ VARS
 
 run_case lab3-kevy lab-3.yml.example kevy 3 shared_key
 # Idempotence: the same run again must change nothing.
-if [ $fail = 0 ]; then
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
   ansible-playbook -i "$tmp/lab3-kevy/inventory/hosts.yml" "$ansible_dir/site.yml" --tags render \
     -e @"$tmp/vault.yml" --vault-password-file "$tmp/vault-pass" -e @"$tmp/lab3-kevy/render-vars.yml" \
     > "$tmp/lab3-kevy/second.log" 2>&1 || { echo "FAIL: second run" >&2; tail -30 "$tmp/lab3-kevy/second.log" >&2; fail=1; }
@@ -129,11 +146,78 @@ fi
 run_case lab3-redis lab-3.yml.example redis 3 none
 run_case lab5-kevy lab-5.yml.example kevy 5 shared_key
 run_case lab2-kevy lab-2.yml.example kevy 2 shared_key
-if [ $fail = 0 ]; then
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
   if grep -q 'WARNING: the group elector_nodes has 2 hosts' "$LAST_LOG"; then
     echo "   2-node warning printed"
   else
     echo "FAIL: no 2-node warning in $LAST_LOG" >&2; fail=1
+  fi
+fi
+
+# 2 data nodes + 1 witness: exactly one host (w1) renders without a data node.
+run_case lab2w-kevy lab-2w.yml.example kevy 3 shared_key
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
+  n=$(grep -L '^data_node:' "$tmp"/lab2w-kevy/out/*/etc/elector/elector.yaml | wc -l)
+  w=$(grep -c '^    witness: true' "$tmp/lab2w-kevy/out/node1/etc/elector/elector.yaml" || true)
+  if [ "$n" = 1 ] && [ "$w" = 1 ] && [ ! -e "$tmp/lab2w-kevy/out/witness1/etc/kevy" ]; then
+    echo "   witness1 renders as witness: elector only, marked witness in every peers list"
+  else
+    echo "FAIL: lab2w: $n configs without data_node, $w witness peers (want 1 and 1)" >&2; fail=1
+  fi
+fi
+
+# Redis with a password (characters that need quoting) and an ACL user.
+auth_pw='s3cr3t "quoted" \\ pw'
+run_case lab2w-redis-auth lab-2w.yml.example redis 3 shared_key \
+  -e elector_data_node_username=elector -e "{\"elector_data_node_password\": $(printf '%s' "$auth_pw" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')}"
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
+  d="$tmp/lab2w-redis-auth/out/node1"
+  pw_json=$(printf '%s' "$auth_pw" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
+  gt_json=$(printf '>%s' "$auth_pw" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
+  if grep -qxF "requirepass $pw_json" "$d/etc/redis/elector-datanode.conf" \
+      && grep -qxF "masterauth $pw_json" "$d/etc/redis/elector-datanode.conf" \
+      && grep -qxF "masteruser elector" "$d/etc/redis/elector-datanode.conf" \
+      && grep -qxF "user elector on $gt_json ~* &* +@all" "$d/etc/redis/elector-datanode.conf" \
+      && grep -qxF "  username: \"elector\"" "$d/etc/elector/elector.yaml" \
+      && grep -qxF "  password: $pw_json" "$d/etc/elector/elector.yaml"; then
+    echo "   redis credentials: the same user and password in elector.yaml and redis.conf"
+  else
+    echo "FAIL: redis credentials differ between $d/etc/elector/elector.yaml and redis.conf" >&2; fail=1
+  fi
+  # Redis itself must accept the rendered file (quoting, ACL syntax): load it on a
+  # spare port and log in with the user and password.
+  if command -v redis-server >/dev/null && command -v redis-cli >/dev/null; then
+    rdir="$tmp/redis-parse"; mkdir -p "$rdir"
+    sed -e 's/^port .*/port 0/' -e '/^replicaof /d' -e "s|^dir .*|dir $rdir|" -e 's/^bind .*/bind 127.0.0.1/' \
+      "$d/etc/redis/elector-datanode.conf" > "$rdir/r.conf"
+    printf 'unixsocket %s/r.sock\n' "$rdir" >> "$rdir/r.conf"
+    redis-server "$rdir/r.conf" >"$rdir/log" 2>&1 & rpid=$!
+    for _ in $(seq 50); do [ -S "$rdir/r.sock" ] && break; sleep 0.1; done
+    if REDISCLI_AUTH="$auth_pw" redis-cli -s "$rdir/r.sock" --user elector PING 2>/dev/null | grep -qx PONG \
+        && redis-cli -s "$rdir/r.sock" PING 2>/dev/null | grep -q NOAUTH; then
+      echo "   redis-server loads the rendered redis.conf; the ACL user logs in, no password is refused"
+    else
+      echo "FAIL: redis-server with the rendered redis.conf (log $rdir/log):" >&2; cat "$rdir/log" >&2; fail=1
+    fi
+    kill "$rpid" 2>/dev/null; wait "$rpid" 2>/dev/null || true
+  fi
+fi
+
+# kevy 7.0.0 has no AUTH: credentials with kevy must be refused.
+if [ -z "${CASES:-}" ] || [[ " $CASES " == *" kevy-auth-refused "* ]]; then
+  mkdir -p "$tmp/kevy-auth-refused/inventory/group_vars"
+  cp "$tmp"/lab2w-kevy/render-vars.yml "$tmp/kevy-auth-refused/" 2>/dev/null || true
+  cp "$ansible_dir/inventory/lab-2w.yml.example" "$tmp/kevy-auth-refused/inventory/hosts.yml"
+  if [ -f "$tmp/kevy-auth-refused/render-vars.yml" ]; then
+    if ansible-playbook -i "$tmp/kevy-auth-refused/inventory/hosts.yml" "$ansible_dir/site.yml" --tags render \
+        -e @"$tmp/vault.yml" --vault-password-file "$tmp/vault-pass" -e @"$tmp/kevy-auth-refused/render-vars.yml" \
+        -e elector_data_node_password=x > "$tmp/kevy-auth-refused/ansible.log" 2>&1; then
+      echo "FAIL: kevy with a data-node password was accepted" >&2; fail=1
+    elif grep -q 'kevy 7.0.0' "$tmp/kevy-auth-refused/ansible.log"; then
+      echo "   kevy with a data-node password: refused by the playbook"
+    else
+      echo "FAIL: kevy with a password failed for another reason:" >&2; tail -20 "$tmp/kevy-auth-refused/ansible.log" >&2; fail=1
+    fi
   fi
 fi
 
