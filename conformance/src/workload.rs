@@ -141,10 +141,20 @@ pub async fn poll_node(
             (None, probe::get_status(&addrs.api, timeout).await)
         }
         Discovery::ElectorStatus => {
-            tokio::join!(
+            let (mut data, status) = tokio::join!(
                 conn.info_replication(),
                 probe::get_status(&addrs.api, timeout)
-            )
+            );
+            // A master whose elector does not answer (killed, frozen, stopped)
+            // cannot say whether it is fenced, and the fence lives in the data
+            // node (min-replicas-to-write, kevy's fence): ask the data node
+            // itself, or every master with a dead elector counts as writable.
+            if status.is_none() {
+                if let Some(d) = data.as_mut().filter(|d| d.role == "master") {
+                    d.accepts_writes = discovery::probe_write(conn, node).await;
+                }
+            }
+            (data, status)
         }
         Discovery::DataRole => {
             let mut data = conn.info_replication().await;
