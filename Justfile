@@ -59,14 +59,26 @@ lint:
     cargo clippy --workspace --all-targets -- -D warnings
     cargo fmt --all --check
 
-# the README's test command: dependencies, unit tests, alert rules, images, conformance suite
+# the README's test command: dependencies, unit tests, alert rules, images, the package (about 1 min), conformance suite
 test:
     scripts/install-deps.sh
     cargo test --workspace
     just rules-test
     just k8s-validate
     scripts/build-images.sh
+    just package-test
     just conformance
+
+# build target/debian/elector_<version>_amd64.deb (cargo-deb; units, example config, man pages from deploy/debian and `elector man`)
+package:
+    cargo build --release -p elector
+    rm -rf target/man && target/release/elector man --dir target/man && gzip -9n target/man/*.1
+    cargo deb -p elector --no-build
+    @ls -1 target/debian/elector_*_amd64.deb
+
+# install, start, check /liveness, stop and purge the .deb in a container from elector-base:bookworm (about 30 s)
+package-test: package
+    scripts/package-test.sh "$(ls -t target/debian/elector_*_amd64.deb | head -1)"
 
 # validate deploy/kubernetes offline (kubernetes-validate --strict, from install-deps' venv); no cluster runs them
 k8s-validate:

@@ -53,6 +53,12 @@ if ! kevy --version 2>/dev/null | grep -q "$KEVY_VERSION"; then
   # toolchain); nothing in it needs more than our 1.95, and it builds without warnings.
   cargo install kevy --version "$KEVY_VERSION" --locked --ignore-rust-version
 fi
+# cargo-deb builds the Debian package (`just package`); pinned, built with our toolchain.
+CARGO_DEB_VERSION=3.8.0
+if ! cargo deb --version 2>/dev/null | grep -q "$CARGO_DEB_VERSION"; then
+  echo "install-deps: cargo install cargo-deb $CARGO_DEB_VERSION"
+  cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked
+fi
 # kubernetes-validate (PyPI) checks deploy/kubernetes offline against the schemas it
 # bundles (`just k8s-validate`); in a venv of its own so the system Python stays as is.
 K8S_VALIDATE_VERSION=1.37.0

@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use elector::cli;
 use elector::config;
 use std::path::PathBuf;
@@ -82,11 +82,26 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Write the man pages (elector.1, elector-run.1, ...) into DIR. Generated
+    /// from this very parser (clap_mangen), so they cannot drift from `--help`;
+    /// `just package` ships them in the Debian package.
+    #[command(hide = true)]
+    Man {
+        #[arg(long)]
+        dir: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Man { dir } => match write_man_pages(&dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("elector man: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Watchdog { config } => match watchdog(config) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -223,6 +238,16 @@ fn report<E: std::fmt::Display>(r: Result<(), E>) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// One page per visible subcommand plus `elector.1`; the hidden `man`
+/// subcommand itself gets no page.
+fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let cmd = Cli::command().version(VERSION);
+    clap_mangen::generate_to(cmd, dir)
+        .with_context(|| format!("writing man pages to {}", dir.display()))?;
+    Ok(())
 }
 
 fn watchdog(config_path: Option<PathBuf>) -> anyhow::Result<()> {
