@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rand::{Rng, SeedableRng};
 use tokio::task::JoinHandle;
 
-use crate::history::{Ms, Outcome, ReadOp, Sample, WriteOp};
+use crate::history::{DataObs, Ms, Outcome, ReadOp, Sample, WriteOp};
 use crate::probe::{self, CmdError, DataConn};
 use crate::scenario::Workload;
 use crate::target::discovery;
@@ -150,17 +150,13 @@ pub async fn poll_node(
             // node (min-replicas-to-write, kevy's fence): ask the data node
             // itself, or every master with a dead elector counts as writable.
             if status.is_none() {
-                if let Some(d) = data.as_mut().filter(|d| d.role == "master") {
-                    d.accepts_writes = discovery::probe_write(conn, node).await;
-                }
+                probe_if_master(&mut data, conn, node).await;
             }
             (data, status)
         }
         Discovery::DataRole => {
             let mut data = conn.info_replication().await;
-            if let Some(d) = data.as_mut().filter(|d| d.role == "master") {
-                d.accepts_writes = discovery::probe_write(conn, node).await;
-            }
+            probe_if_master(&mut data, conn, node).await;
             (data, None)
         }
         Discovery::Sentinel { .. } => (conn.info_replication().await, None),
@@ -170,6 +166,14 @@ pub async fn poll_node(
         node: node.to_string(),
         data,
         elector: status.map(|s| s.obs()),
+    }
+}
+
+/// On a master, records whether the data node itself takes a write (a probe
+/// `SET` of `discovery::PROBE_KEY`); on anything else leaves the sample as is.
+async fn probe_if_master(data: &mut Option<DataObs>, conn: &mut DataConn, node: &str) {
+    if let Some(d) = data.as_mut().filter(|d| d.role == "master") {
+        d.accepts_writes = discovery::probe_write(conn, node).await;
     }
 }
 
