@@ -71,12 +71,15 @@ impl Sim {
                     Command::Observe => 1,
                 };
                 let incarnation = self.nodes[i].incarnation;
+                let (sent_at, process) = (self.now, self.nodes[i].data.process_id);
                 self.push(
                     delay,
                     Ev::DataCommand {
                         node: i,
                         incarnation,
                         command,
+                        sent_at,
+                        process,
                     },
                 );
             }
@@ -91,24 +94,44 @@ impl Sim {
 
     /// A command the adapter sent reaches the data node. The server carries
     /// it out even if the elector (and its adapter) has frozen or died since
-    /// it was sent; only the answer waits for the adapter.
-    pub(super) fn complete_command(&mut self, i: usize, incarnation: u64, command: Command) {
+    /// it was sent, and a whole-node freeze (`docker pause`) holds it in the
+    /// socket until the thaw; only the answer waits for the adapter. A data
+    /// node that restarted meanwhile never sees it: the connection died with
+    /// the process it was sent to.
+    pub(super) fn complete_command(
+        &mut self,
+        i: usize,
+        incarnation: u64,
+        command: Command,
+        (sent_at, process): (Millis, u64),
+    ) {
         if self.frozen(i) {
-            // docker pause: the server runs it when it thaws.
             self.push(
                 10,
                 Ev::DataCommand {
                     node: i,
                     incarnation,
                     command,
+                    sent_at,
+                    process,
                 },
             );
             return;
         }
+        if self.nodes[i].data.process_id != process {
+            let gone = || DataNodeError::Gone("connection reset".into());
+            let outcome = match command {
+                Command::Apply(_) => Outcome::Applied(Err(gone())),
+                Command::FenceBlind => Outcome::BlindFenced(Err(gone())),
+                Command::Observe => Outcome::Observed(Err(gone())),
+            };
+            self.answer_adapter(i, incarnation, outcome);
+            return;
+        }
         let outcome = match command {
-            Command::Apply(target) => Outcome::Applied(self.server_apply(i, target)),
+            Command::Apply(target) => Outcome::Applied(self.server_apply(i, target, sent_at)),
             Command::FenceBlind => {
-                Outcome::BlindFenced(self.server_apply(i, DataNodeTarget::Isolated))
+                Outcome::BlindFenced(self.server_apply(i, DataNodeTarget::Isolated, sent_at))
             }
             Command::Observe => {
                 let d = &self.nodes[i].data;
@@ -144,8 +167,13 @@ impl Sim {
         self.follow_step(i, step);
     }
 
-    /// The data node carries out `REPLICAOF` & co.
-    fn server_apply(&mut self, i: usize, target: DataNodeTarget) -> Result<(), DataNodeError> {
+    /// The data node carries out `REPLICAOF` & co., sent at `sent_at`.
+    fn server_apply(
+        &mut self,
+        i: usize,
+        target: DataNodeTarget,
+        sent_at: Millis,
+    ) -> Result<(), DataNodeError> {
         let d = &mut self.nodes[i].data;
         if !d.up {
             return Err(DataNodeError::Gone("connection refused".into()));
@@ -159,7 +187,7 @@ impl Sim {
         d.applied = target;
         if d.applied.writable() {
             self.inv
-                .on_data_promoted(i, &self.nodes[i].data, &self.acked, self.now);
+                .on_data_promoted(i, &self.nodes[i].data, &self.acked, sent_at, self.now);
         }
         Ok(())
     }

@@ -150,15 +150,22 @@ impl Invariants {
         }
     }
 
-    /// A data node that starts accepting writes holds every acknowledged write.
+    /// A data node that starts accepting writes holds every write
+    /// acknowledged before its elector sent the promotion. A promotion that
+    /// a whole-node freeze held in the data node's socket is carried out at
+    /// the thaw, after writes a newer primary took meanwhile: that node is
+    /// then a primary resuming from a stall (docs/protocol.md §6.2), and the
+    /// overlap check in `check` bounds how long it stays writable.
     pub fn on_data_promoted(
         &mut self,
         i: usize,
         data: &DataNode,
         acked: &[AckedWrite],
+        sent_at: Millis,
         now: Millis,
     ) {
-        if let Some(lost) = acked.iter().find(|w| !data.holds(w.index, w.chain)) {
+        let due = acked.iter().filter(|w| w.at <= sent_at);
+        if let Some(lost) = due.into_iter().find(|w| !data.holds(w.index, w.chain)) {
             self.violations.push(format!(
                 "at {now} ms n{} accepts writes without acknowledged write {} (acked at {} ms)",
                 i + 1,

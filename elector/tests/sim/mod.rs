@@ -54,6 +54,10 @@ enum Ev {
         node: usize,
         incarnation: u64,
         command: Command,
+        /// When the adapter sent it, and to which data-node process: a
+        /// command outlives a frozen sender, never the process it was sent to.
+        sent_at: Millis,
+        process: u64,
     },
     /// Its answer reaches an adapter that was frozen with its elector.
     DataAnswer {
@@ -482,7 +486,9 @@ impl Sim {
                 node,
                 incarnation,
                 command,
-            } => self.complete_command(node, incarnation, command),
+                sent_at,
+                process,
+            } => self.complete_command(node, incarnation, command, (sent_at, process)),
             Ev::DataAnswer {
                 node,
                 incarnation,
