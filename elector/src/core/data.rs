@@ -178,7 +178,18 @@ impl Core {
             return;
         }
         let target = self.wanted_target();
-        if target == self.target.current && !std::mem::take(&mut self.target.reissue) {
+        // Following the same primary into a newer epoch is a new stream
+        // (§4.3): the target is re-issued so the stream is claimed again from
+        // a read taken in the new epoch, or this replica would advertise the
+        // old stream for good and never count as caught up (the preemption
+        // simulation found it, seed 1027: the preferred node was never ready).
+        let new_stream = matches!(target, DataNodeTarget::Follow { .. })
+            && self
+                .target
+                .stream_claim
+                .is_some_and(|(_, epoch)| epoch < self.state.epoch);
+        if target == self.target.current && !std::mem::take(&mut self.target.reissue) && !new_stream
+        {
             return;
         }
         if self.target.current.writable() && !target.fences() && !target.writable() {

@@ -117,6 +117,19 @@ impl Core {
             .is_some_and(|since| self.now >= since + self.cfg.timings.eligibility_announce_ms())
     }
 
+    /// The successor a handover named, while this node still defers to it
+    /// (§8): learned within `down_after` and alive to us, or ourselves.
+    /// The deference is bounded by `down_after`: a successor that restarted
+    /// in between no longer knows it was chosen, and would itself defer to a
+    /// better-ranked node that defers to it (found by the simulator, seed 882
+    /// with switchovers).
+    pub(super) fn handover_successor_pending(&self) -> Option<&str> {
+        let to = self.primary.resigned.as_ref()?.as_deref()?;
+        let recent = self.now < self.primary.handover_learned_at + self.cfg.timings.down_after_ms;
+        let alive = self.is_me(to) || self.peers.get(to).is_some_and(|v| self.peer_alive(v));
+        (recent && alive).then_some(to)
+    }
+
     /// Stands for election when the rules allow (protocol §5.1). Called on
     /// a replica only.
     pub(super) fn maybe_stand(&mut self) {
@@ -146,16 +159,8 @@ impl Core {
         if handover_to_me && self.now < settle {
             return;
         }
-        // The deference is bounded by `down_after`: a successor that
-        // restarted in between no longer knows it was chosen, and would
-        // itself defer to a better-ranked node that defers to it (found by
-        // the simulator, seed 882 with switchovers).
-        if let Some(to) = handover_to.filter(|_| !handover_to_me) {
-            let deferring =
-                self.now < self.primary.handover_learned_at + self.cfg.timings.down_after_ms;
-            if deferring && self.peers.get(to).is_some_and(|v| self.peer_alive(v)) {
-                return;
-            }
+        if !handover_to_me && self.handover_successor_pending().is_some() {
+            return;
         }
         // Pre-check (protocol §6.6): a node that cannot hear a majority would
         // only push epochs up for nothing.

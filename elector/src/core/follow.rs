@@ -161,6 +161,7 @@ impl Core {
             },
         };
         self.broadcast(Message::Hb(hb));
+        self.repeat_handover();
     }
 
     /// The primary stamp we vouch for: only while we follow a live primary

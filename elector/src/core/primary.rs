@@ -110,9 +110,30 @@ impl Core {
         self.next_hb_at = self.now;
     }
 
+    /// While its switchover lasts, a primary that resigned for a successor
+    /// repeats the HANDOVER with every heartbeat: one lost, or overtaken by
+    /// the heartbeat that shows the resignation, would otherwise leave the
+    /// voters to an ordinary election that may pick another node (§8; the
+    /// preemption simulation found it, seed 740).
+    pub(super) fn repeat_handover(&mut self) {
+        let Some(Some(to)) = self.primary.resigned.clone() else {
+            return;
+        };
+        if self.primary.is(&self.cfg.node_id) && self.role.switchover().is_some() {
+            self.broadcast(Message::Handover {
+                epoch: self.state.epoch,
+                from: self.cfg.node_id.clone(),
+                to,
+            });
+        }
+    }
+
     pub(super) fn on_handover(&mut self, epoch: u64, from: NodeId, to: NodeId) {
         if epoch != self.state.epoch || !self.primary.is(&from) {
             return;
+        }
+        if self.primary.resigned.as_ref() == Some(&Some(to.clone())) {
+            return; // a repeat: the deference still counts from the first
         }
         tracing::info!(epoch, %from, %to, "primary hands over");
         self.primary.resigned = Some(Some(to));

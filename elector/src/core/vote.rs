@@ -64,6 +64,14 @@ impl Core {
             })
         } else if self.primary_fresh_for_voting() {
             Err(RejectReason::PrimaryAlive)
+        } else if self
+            .handover_successor_pending()
+            .is_some_and(|to| to != candidate)
+        {
+            // A node that stood because it saw the resignation before the
+            // HANDOVER (lost or reordered) must not win in the successor's
+            // place: the handover would turn into an election (§8).
+            Err(RejectReason::PrimaryAlive)
         } else if self.cfg.i_am_witness() {
             self.witness_judges(position)
         } else if self.data.obs.offset.is_none() || !self.data_settled_after_sync() {

@@ -81,3 +81,46 @@ fn a_primary_whose_lease_lapsed_while_the_watchdog_demoted_it_reissues_a_fence()
         "a primary without its lease made its data node writable: {step:?}"
     );
 }
+
+/// n1 announces itself primary of `epoch` to `n`; the epoch is made
+/// durable; returns the follow targets issued.
+fn follow_announced(n: &mut Node, t: Millis, epoch: u64) -> Vec<(u64, DataNodeTarget)> {
+    let announce = Message::Announce {
+        epoch,
+        primary: "n1".into(),
+        primary_addr: "n1:6379".into(),
+        stamp: t,
+    };
+    let step = n.handle(
+        t,
+        Event::Message {
+            from: "n1".into(),
+            msg: announce,
+        },
+    );
+    let mut targets = step.targets();
+    if let Some(released) = n.persist_done(t + 1, &step) {
+        targets.extend(released.targets());
+    }
+    targets
+        .into_iter()
+        .filter(|(_, t)| matches!(t, DataNodeTarget::Follow { primary, .. } if primary == "n1"))
+        .collect()
+}
+
+#[test]
+fn following_the_same_primary_into_a_newer_epoch_issues_the_follow_again() {
+    // §4.3: the primary's new epoch is a new stream; the replica claims it
+    // only from a read after a target issued in that epoch, or it would
+    // advertise the old stream for good and never count as caught up for a
+    // preemption (tests/preemption.rs, seed 1027).
+    let mut n = node("n3");
+    let first = follow_announced(&mut n, 100, 1);
+    assert_eq!(first.len(), 1, "{first:?}");
+    n.settle(150);
+    let again = follow_announced(&mut n, 200, 2);
+    assert!(
+        again.iter().any(|(seq, _)| *seq > first[0].0),
+        "no follow issued in epoch 2: {again:?}"
+    );
+}

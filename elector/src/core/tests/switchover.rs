@@ -1,6 +1,7 @@
 //! Planned switchover (docs/protocol.md §8): refusals and outcomes are typed.
 
 use super::*;
+use crate::protocol::RejectReason;
 
 fn request(to: &str) -> Event {
     Event::SwitchoverRequested {
@@ -80,4 +81,76 @@ fn a_switchover_whose_target_never_catches_up_rolls_back_and_unfences() {
     }
     assert_eq!(rolled, Some(Err(SwitchoverFailure::DidNotCatchUp)));
     assert_eq!(n.core.role(), Role::Primary);
+}
+
+/// n1, the writable primary of epoch 1, after it resigned for n2 with
+/// HANDOVER (§8 step 3), and the time it did.
+fn resigned_for_n2() -> (Node, Millis) {
+    let handed_over = |s: &Step| {
+        s.sends()
+            .iter()
+            .any(|(_, m)| matches!(m, Message::Handover { to, .. } if to == "n2"))
+    };
+    let mut n = writable_primary();
+    n.handle(420, request("n2"));
+    // The drain's fence applies; n2 already showed our offset (10) and
+    // echoes, so n1 resigns on this observation or a heartbeat after it.
+    let seq = n.core.target.seq;
+    if handed_over(&n.handle(425, observation(10, seq))) {
+        return (n, 425);
+    }
+    for t in (430..1_000).step_by(50) {
+        if handed_over(&n.handle(t, heartbeat("n2", 1, Some("n1"), t - 10))) {
+            return (n, t);
+        }
+    }
+    panic!("n1 never handed over to n2");
+}
+
+fn rejected(step: &Step, reason: RejectReason) -> bool {
+    step.sends()
+        .iter()
+        .any(|(_, m)| matches!(m, Message::Reject { reason: r, .. } if *r == reason))
+}
+
+#[test]
+fn while_the_named_successor_is_alive_voters_refuse_any_other_candidate() {
+    // §8: a node that saw the resignation before the HANDOVER stood on its
+    // own; it must not win in the successor's place (seed 740 of
+    // tests/preemption.rs turned every preemption into an election).
+    let (mut n, at) = resigned_for_n2();
+    n.handle(at + 20, heartbeat("n2", 1, None, 0));
+    let step = n.handle(at + 40, offer(2, "n3", 10));
+    assert!(rejected(&step, RejectReason::PrimaryAlive), "{step:?}");
+    // The successor itself gets the vote.
+    let step = n.handle(at + 60, offer(2, "n2", 10));
+    let accepted = n.persist_done(at + 61, &step).expect("vote persisted");
+    assert!(accepted
+        .sends()
+        .iter()
+        .any(|(to, m)| *to == "n2" && matches!(m, Message::Accept { epoch: 2, .. })));
+}
+
+#[test]
+fn the_deference_to_a_successor_ends_after_down_after() {
+    let (mut n, at) = resigned_for_n2();
+    // n2 stays alive but never stands; once down_after has passed since the
+    // HANDOVER, an ordinary election may proceed.
+    let late = at + T.down_after_ms + 1;
+    n.handle(late - 1, heartbeat("n2", 1, None, 0));
+    let step = n.handle(late, offer(2, "n3", 10));
+    assert!(!rejected(&step, RejectReason::PrimaryAlive), "{step:?}");
+}
+
+#[test]
+fn a_resigned_primary_repeats_the_handover_with_every_heartbeat_of_its_switchover() {
+    // §8: a lost or overtaken HANDOVER would leave the voters to an
+    // ordinary election; the repeat does not restart their deference.
+    let (mut n, at) = resigned_for_n2();
+    let next_heartbeat = at + T.hb_interval_ms;
+    let step = n.handle(next_heartbeat, Event::Tick);
+    assert!(step
+        .sends()
+        .iter()
+        .any(|(_, m)| matches!(m, Message::Handover { epoch: 1, to, .. } if to == "n2")));
 }
