@@ -63,10 +63,29 @@ pub struct DataObs {
     pub master_host: Option<String>,
     #[serde(default)]
     pub link_up: Option<bool>,
-    /// Whether a probe write was accepted (peer targets only: a kevy primary
-    /// that lost its quorum still reports `role:master` but refuses writes).
+    /// What a probe write got, when one was tried: on peer targets (a kevy
+    /// primary that lost its quorum still reports `role:master` but refuses
+    /// writes) and on a master whose elector did not answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub accepts_writes: Option<bool>,
+    pub write_probe: Option<WriteProbe>,
+}
+
+/// The answer to a probe write (`SET` of the probe key) on a master.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteProbe {
+    /// The data node took the write.
+    Accepted,
+    /// It answered with an error: a fence (`NOREPLICAS`, `READONLY`, kevy's
+    /// quorum fence).
+    Refused,
+    /// No answer within the poll timeout. Says nothing either way: a Redis
+    /// that got SIGTERM pauses writes while it waits for its replicas before
+    /// shutting down (up to `shutdown-timeout`), answering `INFO` but
+    /// holding every write; a lost packet looks the same. Found by a chaos
+    /// run (seed 2111, Redis, 5 nodes) where such a node was counted as a
+    /// writable primary for 4.5 s (`a_probe_write_without_an_answer_...`).
+    NoAnswer,
 }
 
 /// What an elector's `/status` said.
@@ -94,11 +113,24 @@ impl Sample {
     /// fenced, and a probe write (when one was tried) was accepted.
     pub fn writable(&self) -> bool {
         match &self.data {
-            Some(d) if d.role == "master" && d.accepts_writes != Some(false) => {
+            Some(d)
+                if d.role == "master"
+                    && d.write_probe.is_none_or(|p| p == WriteProbe::Accepted) =>
+            {
                 !self.elector.as_ref().is_some_and(|e| e.fenced)
             }
             _ => false,
         }
+    }
+
+    /// A sample that shows nothing about writability: a master whose probe
+    /// write got no answer. The intervals skip it, so the sample before it
+    /// holds for its usual validity and the next conclusive one decides:
+    /// neither a false writable window nor a gap in a real one.
+    pub fn inconclusive(&self) -> bool {
+        self.data
+            .as_ref()
+            .is_some_and(|d| d.role == "master" && d.write_probe == Some(WriteProbe::NoAnswer))
     }
 }
 
@@ -228,20 +260,7 @@ impl History {
     /// plus every write that succeeded there (`[invoke, complete]`).
     pub fn writable_intervals(&self) -> BTreeMap<String, Vec<Interval>> {
         let validity = self.sample_validity_ms();
-        let mut m: BTreeMap<String, Vec<Interval>> = BTreeMap::new();
-        for (node, samples) in self.samples_by_node() {
-            for (i, s) in samples.iter().enumerate() {
-                if !s.writable() {
-                    continue;
-                }
-                let cap = s.at_ms + validity;
-                let end = samples.get(i + 1).map_or(cap, |n| n.at_ms.min(cap));
-                m.entry(node.to_string()).or_default().push(Interval {
-                    start: s.at_ms,
-                    end: end.max(s.at_ms + 1),
-                });
-            }
-        }
+        let mut m = self.sampled_primary_intervals();
         // Successful writes on one node close together (gap <= validity) show that the
         // node stayed writable in between.
         let mut by_node: BTreeMap<String, Vec<Interval>> = BTreeMap::new();
@@ -272,10 +291,12 @@ impl History {
 
     /// Per node, the intervals in which samples alone show it as a writable primary
     /// (no write evidence; used for election timing).
+    /// Inconclusive samples ([`Sample::inconclusive`]) are left out.
     pub fn sampled_primary_intervals(&self) -> BTreeMap<String, Vec<Interval>> {
         let validity = self.sample_validity_ms();
         let mut m: BTreeMap<String, Vec<Interval>> = BTreeMap::new();
-        for (node, samples) in self.samples_by_node() {
+        for (node, mut samples) in self.samples_by_node() {
+            samples.retain(|s| !s.inconclusive());
             for (i, s) in samples.iter().enumerate() {
                 if s.writable() {
                     let cap = s.at_ms + validity;
@@ -349,7 +370,7 @@ pub(crate) mod fixtures {
                 offset: Some(0),
                 master_host: None,
                 link_up: Some(true),
-                accepts_writes: None,
+                write_probe: None,
             }),
             elector: Some(ElectorObs {
                 role: role.into(),
@@ -370,6 +391,19 @@ pub(crate) mod fixtures {
                     e.primary = None;
                 }
             }
+            h.samples.push(s);
+            t += 100;
+        }
+    }
+
+    /// Samples every 100 ms over `[from, to)` of a master whose elector does
+    /// not answer (killed, frozen), with what its probe writes got.
+    pub fn headless_master(h: &mut History, node: &str, probe: WriteProbe, from: Ms, to: Ms) {
+        let mut t = from;
+        while t < to {
+            let mut s = sample(t, node, "primary", 0, false);
+            s.elector = None;
+            s.data.as_mut().expect("data").write_probe = Some(probe);
             h.samples.push(s);
             t += 100;
         }
@@ -433,6 +467,33 @@ mod tests {
         assert!(s.writable());
         s.data = None;
         assert!(!s.writable());
+    }
+
+    #[test]
+    fn a_probe_write_without_an_answer_is_neither_writable_nor_a_gap_in_a_writable_run() {
+        // Chaos seed 2111 (Redis, 5 nodes): n1 fenced itself, then its elector
+        // was killed; the entrypoint's SIGTERM put Redis into its shutdown
+        // write pause: INFO said master, every probe SET hung.
+        let mut h = history(3);
+        steady(&mut h, "n1", "replica", 1, 0, 1000);
+        headless_master(&mut h, "n1", WriteProbe::NoAnswer, 1000, 5500);
+        assert!(!h.samples.last().unwrap().writable());
+        assert!(!h.writable_intervals().contains_key("n1"));
+        // A master taking the probe writes is writable, and one probe in
+        // the middle that got no answer does not cut the run in two.
+        headless_master(&mut h, "n2", WriteProbe::Accepted, 0, 600);
+        headless_master(&mut h, "n2", WriteProbe::NoAnswer, 600, 700);
+        headless_master(&mut h, "n2", WriteProbe::Accepted, 700, 1000);
+        assert_eq!(
+            h.writable_intervals()["n2"],
+            vec![Interval {
+                start: 0,
+                end: 900 + 300
+            }]
+        );
+        // A refusal (a fence) is conclusive: not writable.
+        headless_master(&mut h, "n3", WriteProbe::Refused, 0, 1000);
+        assert!(!h.writable_intervals().contains_key("n3"));
     }
 
     #[test]

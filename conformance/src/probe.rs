@@ -134,7 +134,7 @@ pub fn parse_info_replication(info: &str) -> Option<DataObs> {
         offset: None,
         master_host: None,
         link_up: None,
-        accepts_writes: None,
+        write_probe: None,
     };
     let mut master_offset = None;
     let mut slave_offset = None;

@@ -171,9 +171,11 @@ pub async fn poll_node(
 
 /// On a master, records whether the data node itself takes a write (a probe
 /// `SET` of `discovery::PROBE_KEY`); on anything else leaves the sample as is.
+/// A probe without an answer is recorded as such, not as a write taken
+/// (`history::WriteProbe::NoAnswer`).
 async fn probe_if_master(data: &mut Option<DataObs>, conn: &mut DataConn, node: &str) {
     if let Some(d) = data.as_mut().filter(|d| d.role == "master") {
-        d.accepts_writes = discovery::probe_write(conn, node).await;
+        d.write_probe = Some(discovery::probe_write(conn, node).await);
     }
 }
 

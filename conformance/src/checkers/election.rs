@@ -276,7 +276,7 @@ pub fn witness_never_primary(h: &History) -> CheckResult {
 mod tests {
     use super::*;
     use crate::history::fixtures::*;
-    use crate::history::{FaultEvent, PartitionRecord};
+    use crate::history::{FaultEvent, PartitionRecord, WriteProbe};
 
     fn kill_at(t: Ms) -> FaultEvent {
         FaultEvent {
@@ -394,6 +394,41 @@ mod tests {
         assert!(r.violations[0]
             .message
             .contains("claimed primary (epoch 2)"));
+    }
+
+    #[test]
+    fn an_isolated_old_primary_whose_writes_hang_in_a_shutdown_pause_is_not_writable() {
+        // Chaos seed 2111 (Redis, 5 nodes): n3, the isolated old primary,
+        // fenced itself within the lease; then its elector was killed and
+        // the entrypoint's SIGTERM left Redis in its shutdown write pause
+        // (INFO: master; every probe SET unanswered) for 4.5 s.
+        let mut h = history(3);
+        steady(&mut h, "n3", "primary", 1, 0, 1800);
+        let mut t = 1800;
+        while t < 2500 {
+            h.samples.push(sample(t, "n3", "primary", 1, true));
+            t += 100;
+        }
+        headless_master(&mut h, "n3", WriteProbe::NoAnswer, 2500, 5000);
+        steady(&mut h, "n1", "replica", 1, 0, 3000);
+        steady(&mut h, "n1", "primary", 2, 3000, 6000);
+        isolate_n3(&mut h);
+        let r = minority_never_elects(&h);
+        assert!(r.passed, "{r:?}");
+        let r = crate::checkers::split_brain::single_writable_primary(&h);
+        assert!(r.passed, "{r:?}");
+        // Had those probe writes gone through, it would have been writable.
+        let mut h2 = history(3);
+        h2.samples = h
+            .samples
+            .iter()
+            .filter(|s| s.elector.is_some())
+            .cloned()
+            .collect();
+        headless_master(&mut h2, "n3", WriteProbe::Accepted, 2500, 5000);
+        isolate_n3(&mut h2);
+        assert!(!minority_never_elects(&h2).passed);
+        assert!(!crate::checkers::split_brain::single_writable_primary(&h2).passed);
     }
 
     #[test]

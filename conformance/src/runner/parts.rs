@@ -14,10 +14,15 @@ use crate::error::Result;
 use crate::probe;
 use crate::scenario::{PauseSpec, RestartDataSpec, SwitchoverSpec, Targets};
 
-/// The elector process (the shipped binary or the deliberately broken one).
+/// The elector's main process (the shipped binary or the deliberately broken
+/// one), and only it: the watchdog is the same binary (`elector watchdog`),
+/// so matching the process name (`pkill -x elector`) would take the dead-man
+/// switch down with the process it watches.
 const ELECTOR_RE: &str = "'^/usr/local/bin/elector(-faulty)? run'";
 
-fn signal_elector(sig: &str) -> String {
+/// A shell line sending `sig` (`9`, `STOP`, `TERM`, ...) to the elector's
+/// main process alone. Every step that signals the elector uses it.
+pub(super) fn signal_elector(sig: &str) -> String {
     format!("pkill -{sig} -f {ELECTOR_RE}; true")
 }
 
@@ -245,6 +250,43 @@ impl Run<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Starts `sleep` under a forged command line (what `pgrep -f` matches).
+    fn decoy(cmdline: &str) -> std::process::Child {
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("exec -a '{cmdline}' sleep 30"))
+            .spawn()
+            .expect("bash")
+    }
+
+    #[test]
+    fn the_elector_signal_reaches_the_elector_run_and_never_its_watchdog() {
+        // The defect: `pkill -x elector` also killed `elector watchdog`.
+        let mut run = decoy("/usr/local/bin/elector run --config /etc/elector/elector.yaml");
+        let mut faulty =
+            decoy("/usr/local/bin/elector-faulty run --config /etc/elector/elector.yaml");
+        let mut watchdog =
+            decoy("/usr/local/bin/elector watchdog --config /etc/elector/elector.yaml");
+        std::thread::sleep(Duration::from_millis(200));
+        let script = signal_elector("9").replace("pkill -9", "pgrep");
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .expect("pgrep");
+        let found: BTreeSet<u32> = String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        for c in [&mut run, &mut faulty, &mut watchdog] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        assert!(found.contains(&run.id()), "{script}: {found:?}");
+        assert!(found.contains(&faulty.id()), "{script}: {found:?}");
+        assert!(!found.contains(&watchdog.id()), "{script}: {found:?}");
+    }
 
     #[test]
     fn a_data_node_restart_wipes_its_files_only_when_asked() {

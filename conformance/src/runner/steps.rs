@@ -138,7 +138,7 @@ impl Run<'_> {
                         &format!("kill elector {}", targets.join(",")),
                         "kill_elector",
                         targets.clone(),
-                        "pkill -9 -x elector; pkill -9 -x elector-faulty; true",
+                        &super::parts::signal_elector("9"),
                     )
                     .await?;
                 Ok(format!("{} {notes}", targets.join(",")))

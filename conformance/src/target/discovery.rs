@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use crate::history::Sample;
+use crate::history::{Sample, WriteProbe};
 use crate::probe::DataConn;
 use crate::target::sentinel::parse_master_addr;
 use crate::target::Discovery;
@@ -146,14 +146,15 @@ pub async fn sentinels_unsettled(rec: &Recorder, master: &str) -> Option<String>
     None
 }
 
-/// Tries a write on a master (peers): `Some(true)` accepted, `Some(false)` refused.
-pub async fn probe_write(conn: &mut DataConn, node: &str) -> Option<bool> {
+/// Tries a write on a master: accepted, refused (an error reply), or no
+/// answer (not sent, or no reply within the connection's timeout).
+pub async fn probe_write(conn: &mut DataConn, node: &str) -> WriteProbe {
     let mut cmd = redis::cmd("SET");
     cmd.arg(PROBE_KEY).arg(node);
     match conn.query::<redis::Value>(&cmd).await {
-        Ok(_) => Some(true),
-        Err(crate::probe::CmdError::Reply(_)) => Some(false),
-        Err(_) => None,
+        Ok(_) => WriteProbe::Accepted,
+        Err(crate::probe::CmdError::Reply(_)) => WriteProbe::Refused,
+        Err(_) => WriteProbe::NoAnswer,
     }
 }
 
@@ -306,7 +307,7 @@ mod tests {
             Some("n2".into())
         );
         // A master that refuses the probe write (kevy's quorum fence) is no primary.
-        a.data.as_mut().unwrap().accepts_writes = Some(false);
+        a.data.as_mut().unwrap().write_probe = Some(WriteProbe::Refused);
         assert_eq!(primary_in(&d, &[a, c], None), None);
     }
 }
