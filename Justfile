@@ -14,7 +14,7 @@ default:
 images:
     @scripts/build-images.sh
 
-# install missing deps, start a lab (N = 2, 3 or 5 nodes, or 2w: data nodes n1 n2 and the witness n3; backend = kevy or redis), wait for a primary, print the table
+# install missing deps, start a lab (N = 2, 3 or 5 nodes, or 2w: data nodes n1 n2 and the witness n3; backend = kevy or redis), wait for a primary, print the table; LAB_MONITORING=1 adds a Prometheus on 127.0.0.1:9090 with the alert rules
 lab-up N="3" backend="kevy":
     @scripts/lab-up.sh {{N}} {{backend}}
 
@@ -79,6 +79,10 @@ package:
 # install, start, check /liveness, stop and purge the .deb in a container from elector-base:bookworm (about 30 s)
 package-test: package
     scripts/package-test.sh "$(ls -t target/debian/elector_*_amd64.deb | head -1)"
+
+# the alert rules in a real Prometheus (Debian's package, our image): a 3-node lab per backend with LAB_MONITORING=1, kill the primary, ElectorPeerUnreachable must fire and then resolve after the restart, through Prometheus's HTTP API (about 1 min per backend)
+monitoring-test *BACKENDS:
+    scripts/monitoring-test.py {{BACKENDS}}
 
 # validate deploy/kubernetes offline (kubernetes-validate --strict, from install-deps' venv); no cluster runs them
 k8s-validate:

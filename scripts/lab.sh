@@ -10,7 +10,10 @@
 # Env: LAB_UP_TIMEOUT (s, default 90), LAB_SUBNET_PREFIX (default 10.77.0), NODE_IMAGE
 #      (default elector-node:latest; BASE_IMAGE for the base), BACKEND,
 #      ELECTOR_BIN, HB_INTERVAL_MS, DOWN_AFTER_MS, ELECTION_TIMEOUT_MS, BACKOFF_MIN_MS,
-#      BACKOFF_MAX_MS, ELECTOR_EXTRA_YAML (passed to the containers), SKIP_BUILD=1.
+#      BACKOFF_MAX_MS, ELECTOR_EXTRA_YAML (passed to the containers), SKIP_BUILD=1,
+#      LAB_MONITORING=1 (add compose/monitoring.yml: a Prometheus scraping every elector
+#      and evaluating deploy/prometheus/elector-rules.yml, on 127.0.0.1:LAB_PROM_PORT,
+#      default 9090; its image: scripts/build-prometheus-image.sh).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,7 +30,7 @@ command -v docker >/dev/null || die "docker not found: install Docker Engine"
 command -v docker-compose >/dev/null || die "docker-compose (v1) not found: apt-get install docker-compose"
 
 load_state() {
-  LAB_N=""; LAB_BACKEND=""; LAB_PREFIX=""
+  LAB_N=""; LAB_BACKEND=""; LAB_PREFIX=""; LAB_MONITORING_ON=0
   # shellcheck disable=SC1090
   [ -f "$STATE" ] && . "$STATE"
   return 0
@@ -35,7 +38,49 @@ load_state() {
 
 lab_containers() { docker ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}' | sort; }
 
-compose() { docker-compose -p "$PROJECT" -f "$REPO/compose/lab-$LAB_N.yml" "$@"; }
+compose() {
+  local files=(-f "$REPO/compose/lab-$LAB_N.yml")
+  [ "${LAB_MONITORING_ON:-0}" != 1 ] || files+=(-f "$REPO/compose/monitoring.yml")
+  docker-compose -p "$PROJECT" "${files[@]}" "$@"
+}
+
+# The lab Prometheus's config: one job scraping every node's elector API every second,
+# the shipped rules evaluated every second (so the rules' `for:` durations, not the
+# scrape cadence, set how long an alert takes).
+write_prometheus_config() { # N PREFIX
+  local n=$1 prefix=$2 i targets=""
+  for i in $(seq 1 "$(lab_nodes "$n")"); do targets+="${targets:+, }'$prefix.1$i:9300'"; done
+  mkdir -p "$STATE_DIR/prometheus"
+  cat > "$STATE_DIR/prometheus/prometheus.yml" <<YAML
+# Written by scripts/lab.sh (LAB_MONITORING=1) for the running $n lab.
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+  evaluation_interval: 1s
+rule_files:
+  - /etc/prometheus/rules/elector-rules.yml
+scrape_configs:
+  - job_name: elector-lab
+    static_configs:
+      - targets: [$targets]
+YAML
+  chmod -R a+rX "$STATE_DIR/prometheus"
+}
+
+# Waits until the lab Prometheus answers and has scraped every target once.
+wait_prometheus() { # TIMEOUT_S
+  local port="${LAB_PROM_PORT:-9090}" deadline=$(( $(date +%s) + $1 )) want
+  want=$(lab_nodes "$LAB_N")
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    if curl -fsS "http://127.0.0.1:$port/api/v1/query?query=count(up%3D%3D1)" 2>/dev/null \
+        | python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; sys.exit(0 if r and int(r[0]["value"][1])=='"$want"' else 1)'; then
+      log "Prometheus: http://127.0.0.1:$port (rules: deploy/prometheus/elector-rules.yml; alerts: /api/v1/alerts)"
+      return 0
+    fi
+    sleep 1
+  done
+  return 1
+}
 
 # The lab's node count and witnesses: 2w is 3 nodes, n3 a witness.
 lab_nodes() { case "$1" in 2w) echo 3 ;; *) echo "$1" ;; esac; }
@@ -60,7 +105,7 @@ cmd_up() {
   case "$n" in 2|3|5|2w) ;; *) die "N must be 2, 3, 5 or 2w (compose/lab-N.yml), got '$n'";; esac
   case "$backend" in kevy|redis) ;; *) die "backend must be kevy or redis, got '$backend'";; esac
   command -v python3 >/dev/null || die "python3 not found (scripts/install-deps.sh installs it)"
-  local prefix="${LAB_SUBNET_PREFIX:-10.77.0}"
+  local prefix="${LAB_SUBNET_PREFIX:-10.77.0}" monitoring="${LAB_MONITORING:-0}"
   load_state
   if [ -n "$(lab_containers)" ] && { [ "$LAB_N" != "$n" ] || [ "$LAB_BACKEND" != "$backend" ] || [ "$LAB_PREFIX" != "$prefix" ]; }; then
     log "a different lab is running (N=${LAB_N:-?} backend=${LAB_BACKEND:-?}): taking it down first"
@@ -68,10 +113,16 @@ cmd_up() {
   fi
   if [ "${SKIP_BUILD:-0}" != 1 ]; then
     "$REPO/scripts/build-images.sh" || die "image build failed (see above)"
+    if [ "$monitoring" = 1 ]; then
+      PROM_IMAGE="${LAB_PROM_IMAGE:-elector-prometheus:bookworm}" "$REPO/scripts/build-prometheus-image.sh" \
+        || die "Prometheus image build failed (see above)"
+    fi
   fi
   mkdir -p "$STATE_DIR"
-  printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\n' "$n" "$backend" "$prefix" > "$STATE"
-  LAB_N=$n
+  printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\nLAB_MONITORING_ON=%s\n' "$n" "$backend" "$prefix" "$monitoring" > "$STATE"
+  LAB_N=$n LAB_MONITORING_ON=$monitoring
+  [ "$monitoring" != 1 ] || write_prometheus_config "$n" "$prefix"
+
   export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix" LAB_IMAGE="${NODE_IMAGE:-elector-node:latest}"
   log "docker-compose up: $n$( [ -z "$(lab_witnesses "$n")" ] && echo " nodes" || echo ": data nodes n1 n2, witness $(lab_witnesses "$n")"), backend $backend, network $prefix.0/24"
   local out
@@ -89,6 +140,10 @@ cmd_up() {
   if ! print_table --wait "${LAB_UP_TIMEOUT:-90}"; then
     for c in $(lab_containers); do echo "--- docker logs $c (last 15 lines, kevy retry lines left out)" >&2; { docker logs "$c" 2>&1 | grep -v 'retrying in 250ms' | tail -15 >&2; } || true; done
     die "lab is up but no primary was elected (containers left running for inspection; just lab-down removes them)"
+  fi
+  if [ "$monitoring" = 1 ] && ! wait_prometheus 60; then
+    docker logs --tail 20 elector-lab-prometheus >&2 || true
+    die "the lab Prometheus did not scrape every elector within 60 s (docker logs elector-lab-prometheus)"
   fi
   log "lab-up took $(( $(date +%s) - t0 ))s"
 }

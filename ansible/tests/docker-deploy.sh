@@ -4,6 +4,11 @@
 #
 #   ansible/tests/docker-deploy.sh [kevy|redis] [N] [none|systemd]
 #   WITNESS=1 makes the last of the N hosts a witness (elector only)
+#   ELECTOR_DEB: the elector package to deploy (default: the newest
+#     target/debian/elector_*_amd64.deb, `just package`); REHEARSE=1 also needs
+#     ELECTOR_DEB_UPGRADE, a newer version of it, for the rolling upgrade.
+#   VIP (systemd mode; default PREFIX.100/24, "none" for no VIP): elector_vip_address;
+#     the containers get NET_ADMIN and NET_RAW, and the drill checks the VIP moves.
 #
 # none (default): elector_service_manager=none, containers run `sleep`; after the
 #   playbook laid the files down, the script starts each data node and elector
@@ -54,19 +59,21 @@ ls -d "$venv"/lib/python3*/site-packages/ansible_collections/community/docker >/
 export PATH="$venv/bin:$PATH" ANSIBLE_CONFIG="$ansible_dir/ansible.cfg" ANSIBLE_NOCOLOR=1 ANSIBLE_FORKS=3
 docker image inspect "$base_image" >/dev/null 2>&1 || die "no $base_image (scripts/build-base-image.sh)"
 
-elector_bin=${ELECTOR_BIN:-}
-for c in "$repo/target/release/elector" "$repo/target/debug/elector"; do
-  [ -n "$elector_bin" ] && break; [ -x "$c" ] && elector_bin=$c
-done
-[ -n "$elector_bin" ] || die "no target/{release,debug}/elector (cargo build -p elector)"
+elector_deb=${ELECTOR_DEB:-$(ls -t "$repo"/target/debian/elector_*_amd64.deb 2>/dev/null | head -1 || true)}
+[ -n "$elector_deb" ] && [ -f "$elector_deb" ] || die "no elector package (just package builds target/debian/elector_VERSION_amd64.deb; or set ELECTOR_DEB)"
 kevy_bin=${KEVY_BIN:-$HOME/.cargo/bin/kevy}
 [ "$backend" = redis ] || [ -x "$kevy_bin" ] || die "no kevy binary at $kevy_bin (scripts/install-deps.sh)"
 
 tmp=$(mktemp -d)
-# Deploy a snapshot: the binary under target/ may be rebuilt while this runs.
-cp "$elector_bin" "$tmp/elector"
-say "elector binary: $elector_bin ($(date -r "$elector_bin" -u +%H:%M:%SZ), snapshot $tmp/elector)"
-elector_bin=$tmp/elector
+# Deploy a snapshot: the package under target/ may be rebuilt while this runs.
+mkdir -p "$tmp/pkg" "$tmp/pkg-root"
+cp "$elector_deb" "$tmp/pkg/"
+say "elector package: $elector_deb ($(dpkg-deb -f "$elector_deb" Version), $(date -r "$elector_deb" -u +%H:%M:%SZ), snapshot in $tmp/pkg)"
+elector_deb=$tmp/pkg/$(basename "$elector_deb")
+dpkg-deb -x "$elector_deb" "$tmp/pkg-root"
+elector_bin=$tmp/pkg-root/usr/bin/elector
+vip=${VIP:-$prefix.100/24}
+if [ "$vip" = none ] || [ "$mode" != systemd ]; then vip=""; fi
 # Is the elector binary real yet? (the lead replaces a stub main)
 printf 'node_id: x\nlisten: 42\npeers: []\n' > "$tmp/broken.yaml"
 stub=0
@@ -122,7 +129,7 @@ mkdir -p "$tmp/inventory/group_vars"
   for i in $(seq 1 "$nodes"); do
     if [ "$mode" = systemd ]; then
       docker run -d --name "$(cname "$i")" --hostname "n$i" --network "$net" --ip "$prefix.1$i" \
-        --cap-add NET_ADMIN --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:ro "$image" >/dev/null
+        --cap-add NET_ADMIN --cap-add NET_RAW --tmpfs /run --tmpfs /run/lock -v /sys/fs/cgroup:/sys/fs/cgroup:ro "$image" >/dev/null
     else
       docker run -d --init --name "$(cname "$i")" --hostname "n$i" --network "$net" --ip "$prefix.1$i" \
         --cap-add NET_ADMIN "$image" sleep infinity >/dev/null
@@ -155,7 +162,8 @@ cp "$ansible_dir/group_vars/all.yml.example" "$tmp/inventory/group_vars/all.yml"
 cat > "$tmp/vars.yml" <<VARS
 elector_backend: $backend
 elector_service_manager: $mode
-elector_binary_src: $elector_bin
+elector_package_src: $elector_deb
+elector_vip_address: "$vip"
 kevy_binary_src: $kevy_bin
 vault_elector_auth_key: "$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 elector_down_after_ms: 3000
@@ -205,7 +213,7 @@ if [ "$mode" = systemd ]; then
   say "config change ($dn_change, hb_interval_ms 250): restart handler(s) ran"
 fi
 c1=$(cname 1)
-docker exec "$c1" sh -c 'ls -l /usr/local/bin/elector; ls -l /etc/elector /etc/elector/hooks; stat -c "%a %U:%G %n" /etc/elector/elector.yaml /etc/elector/auth.key /var/lib/elector' | sed 's/^/   /'
+docker exec "$c1" sh -c 'dpkg-query -W elector; ls -l /usr/bin/elector; ls -l /etc/elector /etc/elector/hooks; stat -c "%a %U:%G %n" /etc/elector/elector.yaml /etc/elector/auth.key /var/lib/elector' | sed 's/^/   /'
 if [ "$mode" = systemd ]; then
   docker exec "$c1" sh -c 'for u in elector-datanode elector redis-server; do printf "   %-18s enabled=%-8s active=%s\n" $u "$(systemctl is-enabled $u 2>/dev/null)" "$(systemctl is-active $u 2>/dev/null)"; done'
 fi
@@ -249,7 +257,7 @@ if [ $stub = 1 ]; then
 fi
 if [ "$mode" = none ]; then
   for i in $(seq 1 "$nodes"); do
-    docker exec -d "$(cname "$i")" sh -c 'runuser -u elector -- /usr/local/bin/elector run --config /etc/elector/elector.yaml >/var/log/elector.log 2>&1'
+    docker exec -d "$(cname "$i")" sh -c 'runuser -u elector -- /usr/bin/elector run --config /etc/elector/elector.yaml >/var/log/elector.log 2>&1'
   done
   sleep 1
 fi
@@ -309,7 +317,7 @@ if [ "${REHEARSE:-0}" = 1 ]; then
       local name=$1 log=$2 t0; shift 2; t0=$(date +%s)
       if "$@" > "$log" 2>&1; then
         say "$name: ok ($(( $(date +%s) - t0 )) s)"
-        awk '/TASK \[Report\]/{r=1} r && /"(drill|old|new|primary|writes|cluster|upgrade|components|writer)/' "$log" \
+        awk '/TASK \[Report\]/{r=1} r && /"(drill|old|new|primary|writes|cluster|upgrade|components|writer|vip)/' "$log" \
           | sed 's/^ *"/   /; s/",\?$//'
       else
         tail -60 "$log" >&2
@@ -321,8 +329,13 @@ if [ "${REHEARSE:-0}" = 1 ]; then
     # the elector killed above may still be coming back: wait for a healthy cluster first
     stage "drill (crash)" "$tmp/drill-crash.log" pb failover-drill.yml -e drill_mode=crash -e drill_wait_healthy_s=60
     stage "drill (graceful)" "$tmp/drill-graceful.log" pb failover-drill.yml -e drill_mode=graceful
-    cp "$elector_bin" "$tmp/elector.new"; printf '\n# upgrade rehearsal %s\n' "$(date +%s)" >> "$tmp/elector.new"
-    up_args=(-e upgrade_elector_binary_src="$tmp/elector.new")
+    new_deb=${ELECTOR_DEB_UPGRADE:-}
+    [ -n "$new_deb" ] && [ -f "$new_deb" ] || die "REHEARSE=1 needs ELECTOR_DEB_UPGRADE, a newer elector package (cargo deb --deb-revision N)"
+    new_version=$(dpkg-deb -f "$new_deb" Version)
+    dpkg --compare-versions "$new_version" gt "$(dpkg-deb -f "$elector_deb" Version)" \
+      || die "ELECTOR_DEB_UPGRADE ($new_version) is not newer than ELECTOR_DEB ($(dpkg-deb -f "$elector_deb" Version))"
+    mkdir -p "$tmp/pkg-new"; cp "$new_deb" "$tmp/pkg-new/"
+    up_args=(-e upgrade_elector_package_src="$tmp/pkg-new/$(basename "$new_deb")")
     if [ "$backend" = kevy ]; then
       cp "$kevy_bin" "$tmp/kevy.new"; printf '\n# upgrade rehearsal %s\n' "$(date +%s)" >> "$tmp/kevy.new"
       up_args+=(-e upgrade_kevy_binary_src="$tmp/kevy.new")
@@ -331,10 +344,12 @@ if [ "${REHEARSE:-0}" = 1 ]; then
     fi
     stage "upgrade" "$tmp/upgrade.log" pb upgrade.yml "${up_args[@]}"
     for i in $(seq 1 "$nodes"); do
-      docker exec -i "$(cname "$i")" cmp -s /usr/local/bin/elector - < "$tmp/elector.new" \
-        || die "$(cname "$i"): /usr/local/bin/elector is not the new binary after the upgrade"
+      have=$(docker exec "$(cname "$i")" dpkg-query -W -f '${Version}' elector)
+      [ "$have" = "$new_version" ] || die "$(cname "$i"): elector package $have installed after the upgrade, expected $new_version"
+      [ "$(docker exec "$(cname "$i")" systemctl is-active elector)" = active ] \
+        || die "$(cname "$i"): elector not running after the upgrade"
     done
-    say "upgrade: every node runs the new elector binary"
+    say "upgrade: every node has elector $new_version installed (from $(dpkg-deb -f "$elector_deb" Version)) and running"
   fi
 fi
 say "PASS ($nodes nodes, $backend, $mode)"

@@ -18,6 +18,9 @@ use testcontainers::core::{IntoContainerPort, WaitFor};
 use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 
+mod readdress;
+pub use readdress::pick_new_address;
+
 use crate::docker::{self, LABEL_RUN, LABEL_SESSION, LABEL_SUITE};
 use crate::error::{Error, Result};
 use crate::scenario::Timings;

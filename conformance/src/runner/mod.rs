@@ -12,6 +12,7 @@ pub mod assemble;
 mod control;
 mod end;
 mod parts;
+mod readdress;
 mod steps;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -437,6 +437,7 @@ impl Run<'_> {
                     .await
             }
             Step::StopElector(t) => self.stop_elector(t).await,
+            Step::Readdress(p) => self.readdress(p).await,
             Step::RestartData(r) => self.restart_data(r, label).await,
             Step::LiftFence(t) => self.lift_fence(t, label).await,
             Step::Switchover(s) => self.switchover(s, label).await,

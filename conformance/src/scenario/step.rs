@@ -193,6 +193,11 @@ pub enum Step {
     Exec(ExecSpec),
     /// Start stopped nodes; stop (SIGTERM) and start running ones.
     Restart(Targets),
+    /// SIGKILL the nodes, keep them down `for D` (none: start at once), and
+    /// start them with a new IP address under the same name, as a
+    /// rescheduled Kubernetes pod comes back: the peers must resolve the
+    /// name again when they redial (issue 24).
+    Readdress(PauseSpec),
     Pause(PauseSpec),
     Unpause(Targets),
     /// Cut one or more nodes from every other node.
@@ -273,6 +278,7 @@ impl Step {
             Step::KillData(t) => format!("kill_data {}", t.tokens().join(",")),
             Step::Exec(e) => format!("exec {}: {}", e.on.tokens().join(","), e.label()),
             Step::Restart(t) => format!("restart {}", t.tokens().join(",")),
+            Step::Readdress(p) => pause_label("readdress", p),
             Step::Pause(p) => match p.duration {
                 Some(d) => format!("pause {} for {d}", p.targets.tokens().join(",")),
                 None => format!("pause {}", p.targets.tokens().join(",")),
@@ -329,6 +335,7 @@ impl Step {
         Some(match self {
             Step::Kill(_) => FaultKind::Kill,
             Step::Restart(_) => FaultKind::Restart,
+            Step::Readdress(_) => FaultKind::Kill,
             Step::KillElector(_) => FaultKind::KillElector,
             Step::FreezeElector(_) => FaultKind::FreezeElector,
             Step::StopElector(_) => FaultKind::StopElector,
@@ -359,7 +366,10 @@ impl Step {
             | Step::Restart(t)
             | Step::Unpause(t)
             | Step::Isolate(t) => t.tokens(),
-            Step::Pause(p) | Step::FreezeElector(p) | Step::ReadOnlyState(p) => p.targets.tokens(),
+            Step::Pause(p)
+            | Step::FreezeElector(p)
+            | Step::ReadOnlyState(p)
+            | Step::Readdress(p) => p.targets.tokens(),
             Step::RestartData(r) => r.on.tokens(),
             Step::Switchover(s) => vec![s.to.clone()],
             Step::Exec(e) => e.on.tokens(),
