@@ -35,6 +35,16 @@
 #   DATA_NODE_RESTART    0 (default): the container exits when the data node dies;
 #                        1: the entrypoint restarts the data node under the running
 #                        elector, as systemd's Restart= would (parts failing alone)
+#   VIP                  optional virtual IP that follows the writable primary
+#                        (docs/vip.md): ADDRESS or ADDRESS/PREFIX (no prefix: /32, the
+#                        address alone, no extra subnet route). Adds the config's `vip`
+#                        block; the container needs NET_ADMIN and NET_RAW (arping).
+#   VIP_INTERFACE        interface for the VIP (default eth0)
+#   VIP_PORT             port clients use on the VIP (default 6379; mapped by DNAT to
+#                        this node's data port when they differ)
+#   PRIORITIES           optional per-node priorities, ID=PRIORITY,... (protocol §8.1):
+#                        the entry for NODE_ID becomes the config's `priority`, so one
+#                        environment serves every node (labs, conformance)
 #
 # In-container ports: data DATA_PORT (kevy replication DATA_PORT+10000), election
 # 7400, API 9300, Sentinel-compatible 26379. Elector state: /var/lib/elector; data
@@ -103,6 +113,28 @@ is_witness() { [[ ",${WITNESSES:-}," == *",$1,"* ]]; }
 WITNESS=0
 is_witness "$NODE_ID" && WITNESS=1
 
+VIP="${VIP:-}"
+if [ -n "$VIP" ]; then
+  [[ "$VIP" =~ ^[0-9a-fA-F.:]+(/[0-9]{1,3})?$ ]] || die "VIP must be ADDRESS or ADDRESS/PREFIX, got '$VIP'"
+  [[ "$VIP" == */* ]] || VIP="$VIP/$([[ "$VIP" == *:* ]] && echo 128 || echo 32)"
+  VIP_INTERFACE="${VIP_INTERFACE:-eth0}"
+  [[ "$VIP_INTERFACE" =~ ^[A-Za-z0-9._-]{1,15}$ ]] || die "VIP_INTERFACE '$VIP_INTERFACE' is not an interface name"
+  VIP_PORT=$(num VIP_PORT 6379)
+fi
+# This node's priority from PRIORITIES (ID=PRIORITY,...), empty when not listed.
+own_priority() {
+  local entry
+  IFS=',' read -r -a _prio <<< "${PRIORITIES:-}"
+  for entry in "${_prio[@]}"; do
+    entry="${entry//[[:space:]]/}"
+    [ "${entry%%=*}" = "$NODE_ID" ] || continue
+    [[ "${entry#*=}" =~ ^[0-9]+$ ]] || die "PRIORITIES: '$entry' is not ID=NUMBER"
+    echo "${entry#*=}"
+    return
+  done
+}
+PRIORITY="$(own_priority)"
+
 mkdir -p "$CONF_DIR" "$STATE_DIR" "$DATA_ROOT/$BACKEND"
 # For `docker exec` scripts (conformance): this node's data port.
 echo "$DATA_PORT" > "$CONF_DIR/data-port"
@@ -110,10 +142,16 @@ echo "$DATA_PORT" > "$CONF_DIR/data-port"
 # CAP_NET_ADMIN, kept across the user switch when the container has it: with kevy
 # the elector aborts the data node's hanging connects to a primary that is gone
 # (`ss -K`), else kevy's REPLICAOF waits out a 5 s connect timeout
-# (docs/architecture.md §kevy). Nothing else the elector does needs it.
+# (docs/architecture.md §kevy). With a VIP the elector and the watchdog also run
+# `ip addr`, `iptables` (NET_ADMIN) and `arping` (NET_RAW) (docs/vip.md).
 KEEP_CAPS=()
-if [ "$BACKEND" = kevy ] && setpriv --inh-caps=+net_admin --ambient-caps=+net_admin true 2>/dev/null; then
-  KEEP_CAPS=(--inh-caps=+net_admin --ambient-caps=+net_admin)
+caps=""
+[ "$BACKEND" = kevy ] && caps=+net_admin
+[ -n "$VIP" ] && caps=+net_admin,+net_raw
+if [ -n "$caps" ] && setpriv --inh-caps="$caps" --ambient-caps="$caps" true 2>/dev/null; then
+  KEEP_CAPS=(--inh-caps="$caps" --ambient-caps="$caps")
+elif [ -n "$VIP" ] && [ "$ELECTOR_USER" != root ]; then
+  log "WARNING: the container lacks NET_ADMIN/NET_RAW: the VIP moves will fail (cap_add them)"
 fi
 # Runs the elector binary as ELECTOR_USER. Called with `&`: the exec replaces
 # the background subshell, so the recorded PID is the binary's own.
@@ -146,8 +184,12 @@ generate_config() {
   [ -n "${WITNESSES:-}" ] && args+=(--witnesses "${WITNESSES//[[:space:]]/}")
   [ -n "${DATA_POLL_MS:-}" ] && args+=(--data-poll-ms "$(num DATA_POLL_MS 100)")
   [ -n "${FENCE_MARGIN_MS:-}" ] && args+=(--fence-margin-ms "$(num FENCE_MARGIN_MS 0)")
-  if [ -n "${ELECTOR_EXTRA_YAML:-}" ]; then
-    printf '%s\n' "$ELECTOR_EXTRA_YAML" > "$extra"
+  if [ -n "${ELECTOR_EXTRA_YAML:-}" ] || [ -n "$VIP" ] || [ -n "$PRIORITY" ]; then
+    {
+      [ -z "${ELECTOR_EXTRA_YAML:-}" ] || printf '%s\n' "$ELECTOR_EXTRA_YAML"
+      [ -z "$VIP" ] || printf 'vip: { address: "%s", interface: %s, port: %s }\n' "$VIP" "$VIP_INTERFACE" "$VIP_PORT"
+      [ -z "$PRIORITY" ] || printf 'priority: %s\n' "$PRIORITY"
+    } > "$extra"
     args+=(--extra "$extra")
   fi
   {

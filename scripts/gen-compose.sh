@@ -20,7 +20,8 @@ gen() {
 # Env overrides: BACKEND (kevy|redis), ELECTOR_BIN (elector|elector-faulty),
 # LAB_SUBNET_PREFIX (default 10.77.0: node i = PREFIX.1i), LAB_IMAGE,
 # HB_INTERVAL_MS, DOWN_AFTER_MS, ELECTION_TIMEOUT_MS, BACKOFF_MIN_MS, BACKOFF_MAX_MS,
-# ELECTOR_EXTRA_YAML.
+# ELECTOR_EXTRA_YAML, PRIORITIES (ID=PRIORITY,...), LAB_VIP (a virtual IP in the lab
+# subnet that follows the primary, docs/vip.md; clients use LAB_VIP:6379).
 # Host ports (127.0.0.1 only): node i client 600i, elector API 930i, Sentinel 2640i.
 # Inside, node i's data node listens on 6378+i: every node has its own client port
 # (kevy 7 counts replicas with the same client port on different hosts once for WAIT).
@@ -28,7 +29,9 @@ version: "2.4"
 
 x-node: &node
   image: \${LAB_IMAGE:-elector-node:latest}
-  cap_add: [NET_ADMIN]
+  # NET_ADMIN: fault injection (iptables), the kevy connect abort and the VIP
+  # (ip addr, DNAT, ss -K); NET_RAW: the VIP's gratuitous ARP (arping).
+  cap_add: [NET_ADMIN, NET_RAW]
   stop_grace_period: 10s
   # Forget a dead node's MAC within about a second, so a connect to its IP fails
   # (EHOSTUNREACH) instead of waiting out a 5 s connect timeout: kevy's REPLICAOF
@@ -58,6 +61,9 @@ x-env: &env
   BACKOFF_MIN_MS: \${BACKOFF_MIN_MS:-500}
   BACKOFF_MAX_MS: \${BACKOFF_MAX_MS:-1500}
   ELECTOR_EXTRA_YAML: \${ELECTOR_EXTRA_YAML:-}
+  PRIORITIES: \${PRIORITIES:-}
+  VIP: \${LAB_VIP:-}
+  VIP_PORT: 6379
   WITNESSES: "$witnesses"
 
 services:

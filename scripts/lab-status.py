@@ -103,6 +103,29 @@ def table(rows, witnesses=()):
     return "\n".join(s.rstrip() for s in out)
 
 
+def vip_line(rows):
+    """Who holds the lab's VIP (docs/vip.md), from each elector's /status `vip`
+    object; None when no node reports a VIP (a lab without LAB_VIP)."""
+    vips = [(i, st["vip"]) for i, _, st in rows if isinstance(st.get("vip"), dict)]
+    if not vips:
+        return None
+    address = vips[0][1].get("address", "?")
+    holders = [(i, v) for i, v in vips if v.get("held")]
+    if not holders:
+        last = [v.get("last_error") for _, v in vips if v.get("last_error")]
+        return "vip: {} held by no node{}".format(
+            address, " (last error: {})".format(last[0]) if last else "")
+    parts = []
+    for i, v in holders:
+        since = v.get("since_unix_ms")
+        ago = " for {:.1f}s".format(max(0.0, time.time() - since / 1000.0)) if since else ""
+        parts.append("n{} ({}{})".format(i, v.get("reason", "?"), ago))
+    host = address.split("/")[0]
+    more = "  TWO HOLDERS" if len(holders) > 1 else ""
+    return "vip: {} held by {}; connect: redis-cli -h {} -p 6379{}".format(
+        address, ", ".join(parts), host, more)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, required=True, help="number of lab nodes")
@@ -136,6 +159,9 @@ def main():
         print(table(rows, witnesses))
         if not a.wait:
             print("primary: {}".format(pid or "none elected (or no quorum agrees)"))
+        line = vip_line(rows)
+        if line:
+            print(line)
     return 0
 
 

@@ -10,10 +10,12 @@
 # Env: LAB_UP_TIMEOUT (s, default 90), LAB_SUBNET_PREFIX (default 10.77.0), NODE_IMAGE
 #      (default elector-node:latest; BASE_IMAGE for the base), BACKEND,
 #      ELECTOR_BIN, HB_INTERVAL_MS, DOWN_AFTER_MS, ELECTION_TIMEOUT_MS, BACKOFF_MIN_MS,
-#      BACKOFF_MAX_MS, ELECTOR_EXTRA_YAML (passed to the containers), SKIP_BUILD=1,
+#      BACKOFF_MAX_MS, ELECTOR_EXTRA_YAML, PRIORITIES (passed to the containers), SKIP_BUILD=1,
 #      LAB_MONITORING=1 (add compose/monitoring.yml: a Prometheus scraping every elector
 #      and evaluating deploy/prometheus/elector-rules.yml, on 127.0.0.1:LAB_PROM_PORT,
-#      default 9090; its image: scripts/build-prometheus-image.sh).
+#      default 9090; its image: scripts/build-prometheus-image.sh),
+#      LAB_VIP (a virtual IP in the lab subnet, e.g. 10.77.0.100: it follows the primary,
+#      clients that know only it use LAB_VIP:6379; docs/vip.md).
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,7 +32,7 @@ command -v docker >/dev/null || die "docker not found: install Docker Engine"
 command -v docker-compose >/dev/null || die "docker-compose (v1) not found: apt-get install docker-compose"
 
 load_state() {
-  LAB_N=""; LAB_BACKEND=""; LAB_PREFIX=""; LAB_MONITORING_ON=0
+  LAB_N=""; LAB_BACKEND=""; LAB_PREFIX=""; LAB_MONITORING_ON=0; LAB_STATE_VIP=""
   # shellcheck disable=SC1090
   [ -f "$STATE" ] && . "$STATE"
   return 0
@@ -105,10 +107,11 @@ cmd_up() {
   case "$n" in 2|3|5|2w) ;; *) die "N must be 2, 3, 5 or 2w (compose/lab-N.yml), got '$n'";; esac
   case "$backend" in kevy|redis) ;; *) die "backend must be kevy or redis, got '$backend'";; esac
   command -v python3 >/dev/null || die "python3 not found (scripts/install-deps.sh installs it)"
-  local prefix="${LAB_SUBNET_PREFIX:-10.77.0}" monitoring="${LAB_MONITORING:-0}"
+  local prefix="${LAB_SUBNET_PREFIX:-10.77.0}" monitoring="${LAB_MONITORING:-0}" vip="${LAB_VIP:-}"
+  check_vip "$vip" "$prefix" "$(lab_nodes "$n")"
   load_state
-  if [ -n "$(lab_containers)" ] && { [ "$LAB_N" != "$n" ] || [ "$LAB_BACKEND" != "$backend" ] || [ "$LAB_PREFIX" != "$prefix" ]; }; then
-    log "a different lab is running (N=${LAB_N:-?} backend=${LAB_BACKEND:-?}): taking it down first"
+  if [ -n "$(lab_containers)" ] && { [ "$LAB_N" != "$n" ] || [ "$LAB_BACKEND" != "$backend" ] || [ "$LAB_PREFIX" != "$prefix" ] || [ "$LAB_STATE_VIP" != "$vip" ]; }; then
+    log "a different lab is running (N=${LAB_N:-?} backend=${LAB_BACKEND:-?} vip=${LAB_STATE_VIP:-none}): taking it down first"
     cmd_down
   fi
   if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -119,12 +122,12 @@ cmd_up() {
     fi
   fi
   mkdir -p "$STATE_DIR"
-  printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\nLAB_MONITORING_ON=%s\n' "$n" "$backend" "$prefix" "$monitoring" > "$STATE"
+  printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\nLAB_MONITORING_ON=%s\nLAB_STATE_VIP=%s\n' "$n" "$backend" "$prefix" "$monitoring" "$vip" > "$STATE"
   LAB_N=$n LAB_MONITORING_ON=$monitoring
   [ "$monitoring" != 1 ] || write_prometheus_config "$n" "$prefix"
 
-  export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix" LAB_IMAGE="${NODE_IMAGE:-elector-node:latest}"
-  log "docker-compose up: $n$( [ -z "$(lab_witnesses "$n")" ] && echo " nodes" || echo ": data nodes n1 n2, witness $(lab_witnesses "$n")"), backend $backend, network $prefix.0/24"
+  export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix" LAB_IMAGE="${NODE_IMAGE:-elector-node:latest}" LAB_VIP="$vip"
+  log "docker-compose up: $n$( [ -z "$(lab_witnesses "$n")" ] && echo " nodes" || echo ": data nodes n1 n2, witness $(lab_witnesses "$n")"), backend $backend, network $prefix.0/24${vip:+, vip $vip:6379}"
   local out
   if ! out="$(compose up -d --remove-orphans 2>&1)"; then
     echo "$out" >&2
@@ -145,7 +148,35 @@ cmd_up() {
     docker logs --tail 20 elector-lab-prometheus >&2 || true
     die "the lab Prometheus did not scrape every elector within 60 s (docker logs elector-lab-prometheus)"
   fi
+  [ -z "$vip" ] || wait_vip "$vip"
   log "lab-up took $(( $(date +%s) - t0 ))s"
+}
+
+# check_vip VIP PREFIX NODES: an IPv4 address of the lab subnet that no node, nor
+# the bridge's gateway (.1), already uses. Empty: no VIP.
+check_vip() {
+  local vip=$1 prefix=$2 nodes=$3 last
+  [ -n "$vip" ] || return 0
+  [[ "$vip" == "$prefix".* ]] || die "LAB_VIP $vip is not in the lab subnet $prefix.0/24 (set LAB_SUBNET_PREFIX or pick $prefix.100)"
+  last="${vip##*.}"
+  [[ "$last" =~ ^[0-9]{1,3}$ ]] && [ "$last" -ge 2 ] && [ "$last" -le 254 ] \
+    || die "LAB_VIP $vip: the last part must be 2..254"
+  [ "$last" -ge 11 ] && [ "$last" -le $((10 + nodes)) ] && die "LAB_VIP $vip is a node's address ($prefix.11..1$nodes)"
+  return 0
+}
+
+# Waits until the VIP answers as the primary from the host (the holder adds it once
+# its data node is writable; docs/vip.md).
+wait_vip() {
+  local vip=$1 i
+  for i in $(seq 1 40); do
+    if redis-cli -h "$vip" -p 6379 INFO replication 2>/dev/null | tr -d '\r' | grep -qx 'role:master'; then
+      log "vip $vip:6379 reaches the primary (redis-cli -h $vip -p 6379)"
+      return 0
+    fi
+    sleep 0.5
+  done
+  log "WARNING: vip $vip:6379 does not reach a primary after 20 s (just lab-status shows the vip line)"
 }
 
 cmd_down() {
