@@ -68,9 +68,11 @@ impl VipConn {
         self.reached = None;
         let client = redis::Client::open(self.url.as_str())
             .map_err(|e| VipError::Connect(e.to_string()))?;
+        // The client's own response timeout is left longer than ours: a
+        // timeout must read as `Timeout` (connection kept), never as a close.
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(self.timeout)
-            .set_response_timeout(self.timeout);
+            .set_response_timeout(self.timeout * 10);
         let mut c = tokio::time::timeout(
             self.timeout,
             client.get_multiplexed_async_connection_with_config(&config),
@@ -104,6 +106,12 @@ impl VipConn {
             }
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) if e.code().is_some() => Err(VipError::Reply(e.to_string())),
+            Ok(Err(e)) if e.is_timeout() => {
+                if drop_on_timeout {
+                    self.conn = None;
+                }
+                Err(VipError::Timeout)
+            }
             Ok(Err(e)) => {
                 self.conn = None;
                 Err(VipError::Broken(e.to_string()))
