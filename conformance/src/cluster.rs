@@ -58,6 +58,8 @@ pub struct ClusterConfig {
     pub env: std::collections::BTreeMap<String, String>,
     /// `name:tag` of the node image.
     pub image: String,
+    /// Give the nodes a VIP (`<subnet>.100`) with this client port (docs/vip.md).
+    pub vip_port: Option<u16>,
 }
 
 pub struct Node {
@@ -88,6 +90,8 @@ pub struct Cluster {
     pub subnet: String,
     pub run_label: String,
     pub nodes: Vec<Node>,
+    /// The VIP the electors move, when the run has one.
+    pub vip: Option<String>,
     torn_down: bool,
 }
 
@@ -212,6 +216,7 @@ impl Cluster {
             subnet,
             run_label,
             nodes: vec![],
+            vip: None,
             torn_down: false,
         };
         match cluster.start_nodes(cfg, &labels).await {
@@ -314,6 +319,14 @@ impl Cluster {
                         }
                     }
                 });
+            if let (Some(port), Some(vip)) = (cfg.vip_port, crate::vip::vip_address(&self.subnet)) {
+                // NET_RAW for the gratuitous ARP (arping); NET_ADMIN is there.
+                req = req
+                    .with_cap_add("NET_RAW")
+                    .with_env_var("VIP", vip.clone())
+                    .with_env_var("VIP_PORT", port.to_string());
+                self.vip = Some(vip);
+            }
             if let Some(margin) = t.fence_margin_ms {
                 req = req.with_env_var("FENCE_MARGIN_MS", margin.to_string());
             }

@@ -23,6 +23,7 @@ pub mod smoke;
 pub mod suite;
 pub mod target;
 pub mod usage;
+pub mod vip;
 pub mod workload;
 
 pub use error::{Error, Result};

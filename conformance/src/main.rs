@@ -330,6 +330,7 @@ async fn async_main(cli: Cli) -> Result<()> {
                 extra_yaml: None,
                 env: Default::default(),
                 image,
+                vip_port: None,
             };
             for line in conformance::smoke::smoke(&cfg).await? {
                 println!("{line}");

@@ -104,6 +104,19 @@ impl Recorder {
         self.stop_writers.store(true, Ordering::SeqCst);
     }
 
+    /// The writers were told to stop (the VIP writers watch it too).
+    pub fn writers_stopped(&self) -> bool {
+        self.stop_writers.load(Ordering::SeqCst)
+    }
+
+    /// Records an acknowledged write for the readers (the VIP writers).
+    pub fn acknowledge(&self, key: &str, value: &str) {
+        self.acked
+            .lock()
+            .expect("lock")
+            .push((key.to_string(), value.to_string()));
+    }
+
     pub fn stop_poller(&self) {
         self.stop_poller.store(true, Ordering::SeqCst);
     }

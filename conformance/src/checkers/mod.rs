@@ -8,6 +8,7 @@ mod liveness;
 mod lost_writes;
 mod old_primary;
 mod split_brain;
+pub mod vip;
 
 use serde::{Deserialize, Serialize};
 

@@ -41,6 +41,8 @@ pub(super) struct Run<'a> {
     pub(super) writers_stopped_ms: Option<Ms>,
     /// When each `quiet` step began.
     pub(super) quiet_ms: Vec<Ms>,
+    /// The VIP recorder of a `vip` scenario (docs/vip.md).
+    pub(super) vip: Option<Arc<crate::vip::VipObs>>,
 }
 
 pub(super) fn step_err(step: &str, e: impl std::fmt::Display) -> Error {

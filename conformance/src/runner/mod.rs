@@ -17,6 +17,7 @@ mod steps;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::{Cluster, ClusterConfig};
@@ -24,6 +25,7 @@ use crate::history::{History, Ms};
 use crate::report::{RunResult, StepLog};
 use crate::scenario::Scenario;
 use crate::target::TargetKind;
+use crate::vip::{VipObs, VipSpec};
 use crate::workload::{self, NodeAddrs, Recorder};
 
 use control::{step_err, Run};
@@ -56,6 +58,8 @@ pub async fn run_scenario(
         .max(Duration::from_millis(scn.planned_ms()) + Duration::from_secs(120));
     let target = target_kind.target();
     let mut result = assemble::blank_result(scn, target.as_ref(), seed);
+    // The VIP is the elector's (docs/vip.md); peers run the scenario without it.
+    let vip_spec = VipSpec::of(scn).filter(|_| target_kind.is_elector());
     let cfg = ClusterConfig {
         run_id: format!("{}-{run_no:02}", opts.session),
         session: opts.session.clone(),
@@ -67,6 +71,7 @@ pub async fn run_scenario(
         extra_yaml: scn.extra_yaml.clone(),
         env: scn.env.clone(),
         image: opts.image.clone(),
+        vip_port: vip_spec.as_ref().map(|v| v.port),
     };
     tracing::info!(scenario = %scn.name, target = %target_kind, seed, "starting cluster");
     let cluster = match Cluster::start(&cfg).await {
@@ -99,6 +104,24 @@ pub async fn run_scenario(
         Duration::from_millis(POLL_INTERVAL_MS),
         max_steps + Duration::from_secs(180),
     );
+    let mut vip = vip_spec.as_ref().and_then(|spec| {
+        let address = cluster.vip.clone()?;
+        let obs = Arc::new(VipObs::new(address, spec.port));
+        let containers = cluster
+            .nodes
+            .iter()
+            .map(|n| (n.id.clone(), n.container_name.clone()))
+            .collect();
+        let sampler = crate::vip::sampler::spawn(
+            rec.clone(),
+            obs.clone(),
+            cluster.docker.clone(),
+            containers,
+            Duration::from_millis(spec.sample_ms),
+            max_steps + Duration::from_secs(180),
+        );
+        Some((obs, sampler))
+    });
     let mut run = Run {
         scn,
         target: target.as_ref(),
@@ -118,6 +141,7 @@ pub async fn run_scenario(
         steps: vec![],
         writers_stopped_ms: None,
         quiet_ms: vec![],
+        vip: vip.as_ref().map(|(obs, _)| obs.clone()),
     };
     let mut error: Option<String> = None;
     let steps_fut = async {
@@ -173,6 +197,10 @@ pub async fn run_scenario(
     result.usage = run.control_usage().await;
     rec.stop_poller();
     let _ = tokio::time::timeout(Duration::from_secs(5), poller).await;
+    if let Some((obs, sampler)) = vip.as_mut() {
+        obs.stop();
+        let _ = tokio::time::timeout(Duration::from_secs(5), sampler).await;
+    }
     if std::fs::create_dir_all(&opts.out_dir).is_ok() {
         run.cluster.save_logs(&opts.out_dir, &result.id()).await;
     }
@@ -190,6 +218,9 @@ pub async fn run_scenario(
     };
     let history = assemble::history(scn, target.as_ref(), &rec, recorded.clone());
     assemble::finish(&mut result, scn, &history, recorded.steps, error);
+    if let (Some(spec), Some((obs, _))) = (&vip_spec, &vip) {
+        crate::vip::judge(&mut result, scn, spec, &history, obs.record(), &opts.out_dir);
+    }
     result.duration_ms = started.elapsed().as_millis() as Ms;
     (result, history)
 }

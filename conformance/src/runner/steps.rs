@@ -10,6 +10,7 @@ use crate::nemesis;
 use crate::report::StepLog;
 use crate::scenario::Step;
 use crate::target::Applicability;
+use crate::vip;
 use crate::workload;
 use faults::FaultKind;
 
@@ -81,12 +82,26 @@ impl Run<'_> {
                 let w = self.scn.workload.clone();
                 let tag = format!("{}-{}", self.scn.name, self.seed);
                 for i in 0..w.writers {
-                    self.workers.push(workload::spawn_writer(
+                    let (rec, need) = (self.rec.clone(), self.scn.wait_replicas());
+                    self.workers.push(match &self.vip {
+                        // A `vip` scenario's writers know only the VIP.
+                        Some(obs) => vip::clients::spawn_writer(
+                            rec,
+                            obs.clone(),
+                            i,
+                            need,
+                            w.clone(),
+                            tag.clone(),
+                        ),
+                        None => workload::spawn_writer(rec, i, need, w.clone(), tag.clone()),
+                    });
+                }
+                if let Some(obs) = &self.vip {
+                    let max = Duration::from_secs(w.max_duration_s);
+                    self.workers.push(vip::clients::spawn_monitor(
                         self.rec.clone(),
-                        i,
-                        self.scn.wait_replicas(),
-                        w.clone(),
-                        tag.clone(),
+                        obs.clone(),
+                        max,
                     ));
                 }
                 for i in 0..w.readers {
