@@ -156,6 +156,6 @@ compose-check:
     for n in 2 3 5 2w; do docker-compose -p elector-lab -f compose/lab-$n.yml config -q; done
     echo "compose: ok"
 
-# Ansible rehearsal on N systemd containers: site.yml twice (2nd changes nothing), failover drill (crash, graceful), rolling upgrade
+# Ansible rehearsal on N systemd containers with the elector's Debian package and a VIP: site.yml twice (2nd changes nothing), failover drill (crash, graceful; the VIP follows the primary), rolling upgrade to a newer package (6-10 min; WITNESS=1: the last host a witness)
 ansible-test N="3" backend="kevy":
     ansible/tests/rehearse.sh {{N}} {{backend}}
