@@ -67,6 +67,7 @@ test:
     just k8s-validate
     scripts/build-images.sh
     just package-test
+    just monitoring-test
     just conformance
 
 # build target/debian/elector_<version>_amd64.deb (cargo-deb; units, example config, man pages from deploy/debian and `elector man`)

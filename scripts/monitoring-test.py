@@ -16,7 +16,8 @@ only:
   3. start the old primary again: every ElectorPeerUnreachable must resolve (leave
      /api/v1/alerts) and the cluster must have one writable primary.
 
-The lab is always taken down at the end. Prints the times from the kill to firing and
+The lab is always taken down at the end, and a lab that was running before (`just lab-up`)
+is brought back with the same settings. Prints the times from the kill to firing and
 from the restart to resolution. Exit 0 when every backend passed, 1 otherwise.
 Env: LAB_PROM_PORT (default 9090), NODE_IMAGE, LAB_SUBNET_PREFIX (passed to lab.sh).
 Standard library only."""
@@ -30,6 +31,7 @@ import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAB = os.path.join(REPO, "scripts", "lab.sh")
+LAB_PROJECT = "elector-lab"  # scripts/lab.sh PROJECT
 PORT = int(os.environ.get("LAB_PROM_PORT", "9090"))
 FIRE_TIMEOUT_S = 90      # ElectorPeerUnreachable has `for: 30s`; a minute of slack
 RESOLVE_TIMEOUT_S = 90
@@ -155,6 +157,35 @@ def run_backend(backend):
             "firing_s": round(t_fire, 1), "resolved_s": round(t_resolve, 1)}
 
 
+def running_lab():
+    """The lab an operator left running (`just lab-up`), as lab.sh recorded it, so
+    the test can bring it back afterwards instead of leaving it down: the README's
+    set-up brings a lab up and then runs the tests, which include this one."""
+    names = subprocess.run(
+        ["docker", "ps", "-q", "--filter", "label=com.docker.compose.project=" + LAB_PROJECT],
+        capture_output=True, text=True, check=False).stdout.split()
+    state = {}
+    try:
+        with open(os.path.join(REPO, ".lab", "state")) as f:
+            for line in f:
+                key, _, value = line.strip().partition("=")
+                state[key] = value
+    except OSError:
+        return None
+    return state if names and state.get("LAB_N") else None
+
+
+def restore_lab(state):
+    env = dict(os.environ, SKIP_BUILD="1",
+               LAB_VIP=state.get("LAB_STATE_VIP", ""),
+               LAB_MONITORING=state.get("LAB_MONITORING_ON", "0"),
+               LAB_SUBNET_PREFIX=state.get("LAB_PREFIX", "10.77.0"))
+    log("bringing back the lab that was running before: {} nodes, {}".format(
+        state["LAB_N"], state.get("LAB_BACKEND", "kevy")))
+    subprocess.run([LAB, "up", state["LAB_N"], state.get("LAB_BACKEND", "kevy")],
+                   check=False, env=env)
+
+
 def main(argv):
     backends = argv or ["kevy", "redis"]
     for b in backends:
@@ -162,6 +193,7 @@ def main(argv):
             log("backend must be kevy or redis, got {!r}".format(b))
             return 2
     results, failed = [], []
+    before = running_lab()
     for b in backends:
         t0 = time.monotonic()
         try:
@@ -173,6 +205,8 @@ def main(argv):
             failed.append(b)
         finally:
             subprocess.run([LAB, "down"], check=False)
+    if before:
+        restore_lab(before)
     for r in results:
         print(json.dumps(r))
     if failed:
