@@ -112,7 +112,11 @@ pub fn vip_clients_disconnected(rec: &VipRecord, lease_ms: Ms) -> CheckResult {
     let mut violations = vec![];
     let mut notes = vec![];
     let mut conns: BTreeMap<u32, Vec<&crate::vip::MonitorEvent>> = BTreeMap::new();
-    for e in rec.monitor.iter().filter(|e| e.kind != MonitorKind::ConnectFailed) {
+    for e in rec
+        .monitor
+        .iter()
+        .filter(|e| e.kind != MonitorKind::ConnectFailed)
+    {
         conns.entry(e.conn).or_default().push(e);
     }
     for (no, events) in &conns {
@@ -154,7 +158,9 @@ pub fn vip_clients_disconnected(rec: &VipRecord, lease_ms: Ms) -> CheckResult {
         let Some((no, events)) = conns.iter().find(|(_, ev)| {
             ev.first().is_some_and(|e| e.at_ms <= left_at)
                 && ev.iter().any(|e| e.node.as_deref() == Some(old.as_str()))
-                && ev.last().is_some_and(|e| e.at_ms >= left_at.saturating_sub(1000))
+                && ev
+                    .last()
+                    .is_some_and(|e| e.at_ms >= left_at.saturating_sub(1000))
         }) else {
             notes.push(format!(
                 "the VIP left {old} at {left_at} ms with no monitor connection open to it"
@@ -307,7 +313,12 @@ mod tests {
     #[test]
     fn two_holders_longer_than_the_lease_fail_and_a_short_overlap_passes() {
         let long = record(
-            &[(0, &["n1"]), (1000, &["n1", "n2"]), (2500, &["n1", "n2"]), (3000, &["n2"])],
+            &[
+                (0, &["n1"]),
+                (1000, &["n1", "n2"]),
+                (2500, &["n1", "n2"]),
+                (3000, &["n2"]),
+            ],
             vec![],
         );
         assert!(!vip_single_holder(&long, 1000).passed);

@@ -219,7 +219,14 @@ pub async fn run_scenario(
     let history = assemble::history(scn, target.as_ref(), &rec, recorded.clone());
     assemble::finish(&mut result, scn, &history, recorded.steps, error);
     if let (Some(spec), Some((obs, _))) = (&vip_spec, &vip) {
-        crate::vip::judge(&mut result, scn, spec, &history, obs.record(), &opts.out_dir);
+        crate::vip::judge(
+            &mut result,
+            scn,
+            spec,
+            &history,
+            obs.record(),
+            &opts.out_dir,
+        );
     }
     result.duration_ms = started.elapsed().as_millis() as Ms;
     (result, history)

@@ -66,8 +66,8 @@ impl VipConn {
             return Ok(());
         }
         self.reached = None;
-        let client = redis::Client::open(self.url.as_str())
-            .map_err(|e| VipError::Connect(e.to_string()))?;
+        let client =
+            redis::Client::open(self.url.as_str()).map_err(|e| VipError::Connect(e.to_string()))?;
         // The client's own response timeout is left longer than ours: a
         // timeout must read as `Timeout` (connection kept), never as a close.
         let config = redis::AsyncConnectionConfig::new()
@@ -81,7 +81,8 @@ impl VipConn {
         .map_err(|_| VipError::Connect("connect timeout".into()))?
         .map_err(|e| VipError::Connect(e.to_string()))?;
         let port = server_port(&mut c, self.timeout).await;
-        self.reached = port.and_then(|p| node_by_port(&self.ids, crate::cluster::DATA_PORT_BASE, p));
+        self.reached =
+            port.and_then(|p| node_by_port(&self.ids, crate::cluster::DATA_PORT_BASE, p));
         self.made += 1;
         self.conn = Some(c);
         Ok(())
@@ -217,8 +218,7 @@ pub fn spawn_monitor(rec: Arc<Recorder>, obs: Arc<VipObs>, max: Duration) -> Joi
         let mut conn = VipConn::new(&obs.address, obs.port, ids, timeout);
         let deadline = Instant::now() + max;
         let mut n: u64 = 0;
-        while n < 100_000 && Instant::now() < deadline && !obs.stopped() && !rec.writers_stopped()
-        {
+        while n < 100_000 && Instant::now() < deadline && !obs.stopped() && !rec.writers_stopped() {
             n += 1;
             let mut set = redis::cmd("SET");
             set.arg("vip:monitor").arg(n);

@@ -190,8 +190,11 @@ pub fn judge(
         vip::vip_final_holder(&record, spec.final_holder.as_deref()),
         vip::vip_writes_resume(record.figures.as_ref()),
     ]);
-    let (checks_passed, passed) =
-        RunResult::verdict(&result.checks, scn.expect.violation, result.error.as_deref());
+    let (checks_passed, passed) = RunResult::verdict(
+        &result.checks,
+        scn.expect.violation,
+        result.error.as_deref(),
+    );
     result.checks_passed = checks_passed;
     result.passed = passed;
     let path = out_dir.join(format!("{}.vip.json", result.id()));
@@ -209,7 +212,10 @@ mod tests {
 
     #[test]
     fn the_vip_is_host_100_of_the_run_subnet() {
-        assert_eq!(vip_address("10.213.7.0/24").as_deref(), Some("10.213.7.100"));
+        assert_eq!(
+            vip_address("10.213.7.0/24").as_deref(),
+            Some("10.213.7.100")
+        );
         assert_eq!(vip_address("10.213.7.0/16"), None);
     }
 

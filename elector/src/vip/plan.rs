@@ -155,14 +155,13 @@ impl Vip {
     /// they reconnect to the new holder instead of looping on READONLY.
     /// Works the same for kevy and Redis: the kernel closes the sockets.
     pub fn remove(&self) -> Vec<Step> {
-        let mut steps =
-            vec![
-                // Already gone: older kernels say the first, newer ones
-                // (the lab's Debian bookworm) "Error: ipv4: Address not found."
-                Step::required(&["ip", "addr", "del", &self.cidr(), "dev", &self.interface])
-                    .tolerating("Cannot assign requested address")
-                    .tolerating("Address not found"),
-            ];
+        let mut steps = vec![
+            // Already gone: older kernels say the first, newer ones
+            // (the lab's Debian bookworm) "Error: ipv4: Address not found."
+            Step::required(&["ip", "addr", "del", &self.cidr(), "dev", &self.interface])
+                .tolerating("Cannot assign requested address")
+                .tolerating("Address not found"),
+        ];
         if let Some(map) = self.port_map {
             for chain in ["PREROUTING", "OUTPUT"] {
                 steps.push(
