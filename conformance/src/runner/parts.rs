@@ -72,6 +72,21 @@ impl Run<'_> {
         Ok(live)
     }
 
+    /// Marks down every container that stopped on its own, so that steps
+    /// touching every node (a partition, `heal`, netem on `all`) skip it
+    /// instead of failing the run, and `restart: down` brings it back. Found
+    /// by chaos seed 2126 (kevy, 3 nodes): `read_only_state n2`, then
+    /// `kill_elector` on n2; the restarted elector refused its unwritable
+    /// state directory and the container exited, and the next `isolate`
+    /// failed on it ("container is not running"), ending the run.
+    pub(super) async fn mark_stopped_down(&mut self) {
+        for n in self.cluster.ids() {
+            if !self.down.contains(&n) && matches!(self.cluster.state(&n).await, Ok((false, _))) {
+                self.down.insert(n);
+            }
+        }
+    }
+
     /// Runs `script` on each target, records a fault of `kind`, and returns
     /// the fault's index and the targets.
     async fn script_fault(

@@ -32,6 +32,9 @@ impl Run<'_> {
                 not_applicable: true,
             });
         }
+        if self.scn.has_tag("chaos") {
+            self.mark_stopped_down().await;
+        }
         let note = match self.play(step).await {
             // A generated schedule aims faults at "primary" without knowing
             // whether one will be visible then (an election may be running):
