@@ -257,7 +257,11 @@ impl History {
 
     /// Per node, the intervals in which it was a writable primary reachable by clients:
     /// from samples (a sample holds until the next one, at most `sample_validity_ms`),
-    /// plus every write that succeeded there (`[invoke, complete]`).
+    /// plus every write that succeeded there. A write proves only that the node took
+    /// it at some moment between invoke and completion, so it counts from its invoke
+    /// on: its completion may come long after (a `WAIT` that times out, 1.5 s after a
+    /// `SET` the node took at once), and counting it to there made a fenced old primary
+    /// look writable past its lease (vip-isolate-primary, kevy and Redis, 2026-11-25).
     pub fn writable_intervals(&self) -> BTreeMap<String, Vec<Interval>> {
         let validity = self.sample_validity_ms();
         let mut m = self.sampled_primary_intervals();
@@ -268,7 +272,7 @@ impl History {
             if matches!(w.outcome, Outcome::Ok | Outcome::NotAcked) {
                 by_node.entry(w.node.clone()).or_default().push(Interval {
                     start: w.invoke_ms,
-                    end: w.complete_ms.max(w.invoke_ms + 1),
+                    end: w.invoke_ms + 1,
                 });
             }
         }
@@ -494,6 +498,32 @@ mod tests {
         // A refusal (a fence) is conclusive: not writable.
         headless_master(&mut h, "n3", WriteProbe::Refused, 0, 1000);
         assert!(!h.writable_intervals().contains_key("n3"));
+    }
+
+    #[test]
+    fn a_write_whose_wait_times_out_proves_writability_only_at_its_invoke() {
+        // vip-isolate-primary: SET taken at 4564 ms, WAIT gave up at 6066 ms, while
+        // every sample from 5501 ms on showed n1 fenced.
+        let mut h = history(3);
+        let mut slow = write("n1", "w:0:23", 4_564, Outcome::NotAcked);
+        slow.complete_ms = 6_066;
+        h.writes.push(slow);
+        assert_eq!(
+            h.writable_intervals()["n1"],
+            vec![Interval {
+                start: 4_564,
+                end: 4_565
+            }]
+        );
+        // Writes close together still make one run, up to the last invoke.
+        h.writes.push(write("n1", "w:0:24", 4_700, Outcome::Ok));
+        assert_eq!(
+            h.writable_intervals()["n1"],
+            vec![Interval {
+                start: 4_564,
+                end: 4_701
+            }]
+        );
     }
 
     #[test]

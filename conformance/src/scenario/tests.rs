@@ -142,6 +142,7 @@ fn every_shipped_scenario_file_parses() {
     let all = Scenario::load_dir(&dir).unwrap();
     assert!(all.len() >= 15, "only {} scenarios", all.len());
     let quick = all.iter().filter(|s| s.has_tag("quick")).count();
-    assert!((4..=7).contains(&quick), "quick suite has {quick}");
+    // Every quick scenario runs on both backends in `just test`: keep CI well under its limit.
+    assert!((4..=8).contains(&quick), "quick suite has {quick}");
     assert!(all.iter().any(|s| s.expect.violation));
 }
