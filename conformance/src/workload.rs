@@ -109,12 +109,16 @@ impl Recorder {
         self.stop_writers.load(Ordering::SeqCst)
     }
 
-    /// Records an acknowledged write for the readers (the VIP writers).
-    pub fn acknowledge(&self, key: &str, value: &str) {
-        self.acked
-            .lock()
-            .expect("lock")
-            .push((key.to_string(), value.to_string()));
+    /// Records one write of any writer (the suite's or the VIP's); an
+    /// acknowledged one is also handed to the readers.
+    pub fn record_write(&self, op: WriteOp) {
+        if op.outcome == Outcome::Ok {
+            self.acked
+                .lock()
+                .expect("lock")
+                .push((op.key.clone(), op.value.clone()));
+        }
+        self.writes.lock().expect("lock").push(op);
     }
 
     pub fn stop_poller(&self) {
@@ -224,6 +228,20 @@ pub fn spawn_poller(rec: Arc<Recorder>, interval: Duration, max: Duration) -> Jo
     })
 }
 
+/// What a writer's `WAIT need` answer makes of its write: acknowledged only
+/// when `need` replicas answered; a failed WAIT leaves it not acknowledged,
+/// with the error.
+pub fn wait_outcome(
+    answer: Result<i64, String>,
+    need: i64,
+) -> (Outcome, Option<i64>, Option<String>) {
+    match answer {
+        Ok(r) if r >= need => (Outcome::Ok, Some(r), None),
+        Ok(r) => (Outcome::NotAcked, Some(r), None),
+        Err(e) => (Outcome::NotAcked, None, Some(e)),
+    }
+}
+
 /// One writer: unique keys `w:<writer>:<n>`, SET then `WAIT k <timeout>` with
 /// `k` the scenario's [`crate::scenario::Scenario::wait_replicas`].
 pub fn spawn_writer(
@@ -244,7 +262,7 @@ pub fn spawn_writer(
         while n < w.max_ops_per_writer
             && idle_loops < 1_000_000
             && Instant::now() < deadline
-            && !rec.stop_writers.load(Ordering::SeqCst)
+            && !rec.writers_stopped()
         {
             let Some(node) = rec.current_primary() else {
                 idle_loops += 1;
@@ -268,22 +286,13 @@ pub fn spawn_writer(
                 Ok(_) => {
                     let mut wait = redis::cmd("WAIT");
                     wait.arg(need).arg(w.wait_timeout_ms);
-                    match conn.query_with_timeout::<i64>(&wait, wait_budget).await {
-                        Ok(r) if r >= need => (Outcome::Ok, Some(r), None),
-                        Ok(r) => (Outcome::NotAcked, Some(r), None),
-                        Err(e) => (Outcome::NotAcked, None, Some(format!("WAIT {e}"))),
-                    }
+                    let answer = conn.query_with_timeout::<i64>(&wait, wait_budget).await;
+                    wait_outcome(answer.map_err(|e| format!("WAIT {e}")), need)
                 }
             };
             let complete_ms = rec.now_ms();
-            if outcome == Outcome::Ok {
-                rec.acked
-                    .lock()
-                    .expect("lock")
-                    .push((key.clone(), value.clone()));
-            }
             let failed = !matches!(outcome, Outcome::Ok | Outcome::NotAcked);
-            rec.writes.lock().expect("lock").push(WriteOp {
+            rec.record_write(WriteOp {
                 writer,
                 key,
                 value,
@@ -311,10 +320,7 @@ pub fn spawn_reader(rec: Arc<Recorder>, seed: u64, w: Workload) -> JoinHandle<()
         let mut conns: BTreeMap<String, DataConn> = BTreeMap::new();
         let deadline = Instant::now() + Duration::from_secs(w.max_duration_s);
         let mut n = 0u64;
-        while n < w.max_ops_per_writer
-            && Instant::now() < deadline
-            && !rec.stop_writers.load(Ordering::SeqCst)
-        {
+        while n < w.max_ops_per_writer && Instant::now() < deadline && !rec.writers_stopped() {
             n += 1;
             tokio::time::sleep(Duration::from_millis(50)).await;
             let pick = {

@@ -20,14 +20,7 @@ const PREEMPT: Preempt = Preempt {
 };
 
 fn seeds() -> Vec<u64> {
-    if let Ok(one) = std::env::var("SIM_SEED") {
-        return vec![one.parse().expect("SIM_SEED is a number")];
-    }
-    let count: u64 = std::env::var("SIM_PREEMPT_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000);
-    (0..count).collect()
+    sim::seeds_from_env("SIM_PREEMPT_SEEDS", 1_000)
 }
 
 /// Runs `sim` to `until`, sampling the primary every 100 ms; returns the

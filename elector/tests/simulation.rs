@@ -210,14 +210,7 @@ fn converged(sim: &Sim) -> Result<(), String> {
 }
 
 fn seeds() -> Vec<u64> {
-    if let Ok(one) = std::env::var("SIM_SEED") {
-        return vec![one.parse().expect("SIM_SEED is a number")];
-    }
-    let count: u64 = std::env::var("SIM_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1500);
-    (0..count).collect()
+    sim::seeds_from_env("SIM_SEEDS", 1500)
 }
 
 #[test]
@@ -391,14 +384,7 @@ fn run_focused(seed: u64, world: World, fault: Fault) -> Result<Sim, Failure> {
 }
 
 fn focused_seeds() -> Vec<u64> {
-    if let Ok(one) = std::env::var("SIM_SEED") {
-        return vec![one.parse().expect("SIM_SEED is a number")];
-    }
-    let count: u64 = std::env::var("SIM_FOCUSED_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
-    (0..count).collect()
+    sim::seeds_from_env("SIM_FOCUSED_SEEDS", 300)
 }
 
 fn world_for(seed: u64) -> World {

@@ -15,7 +15,7 @@ use super::{MonitorEvent, MonitorKind, VipObs};
 use crate::history::{Outcome, WriteOp};
 use crate::scenario::Workload;
 use crate::target::discovery::node_by_port;
-use crate::workload::Recorder;
+use crate::workload::{wait_outcome, Recorder};
 
 /// The node name used when a write failed before any connection said where it went.
 pub const UNKNOWN_NODE: &str = "vip";
@@ -177,19 +177,13 @@ pub fn spawn_writer(
                 Ok(_) => {
                     let mut wait = redis::cmd("WAIT");
                     wait.arg(need).arg(w.wait_timeout_ms);
-                    match conn.query::<i64>(&wait, wait_budget, true).await {
-                        Ok(r) if r >= need => (Outcome::Ok, Some(r), None),
-                        Ok(r) => (Outcome::NotAcked, Some(r), None),
-                        Err(_) => (Outcome::NotAcked, None, Some("WAIT failed".into())),
-                    }
+                    let answer = conn.query::<i64>(&wait, wait_budget, true).await;
+                    wait_outcome(answer.map_err(|_| "WAIT failed".to_string()), need)
                 }
             };
             let complete_ms = rec.now_ms();
-            if outcome == Outcome::Ok {
-                rec.acknowledge(&key, &value);
-            }
             let failed = !matches!(outcome, Outcome::Ok | Outcome::NotAcked);
-            rec.writes.lock().expect("lock").push(WriteOp {
+            rec.record_write(WriteOp {
                 writer,
                 key,
                 value,

@@ -67,6 +67,20 @@ enum Ev {
     },
 }
 
+/// The seeds a seeded test runs: `SIM_SEED=<n>` replays one; otherwise
+/// `0..count`, `count` from the environment variable `count_var` (the
+/// test's own) or `default`.
+pub fn seeds_from_env(count_var: &str, default: u64) -> Vec<u64> {
+    if let Ok(one) = std::env::var("SIM_SEED") {
+        return vec![one.parse().expect("SIM_SEED is a number")];
+    }
+    let count: u64 = std::env::var(count_var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    (0..count).collect()
+}
+
 struct Queued {
     at: Millis,
     order: u64,
