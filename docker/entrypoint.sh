@@ -226,6 +226,9 @@ aof = true
 # Never leave upstream empty: a replica without upstream turns writable by itself.
 role = "replica"
 upstream = "$FENCE_UPSTREAM_HOST:$FENCE_UPSTREAM_PORT"
+# The elector's data_node.kevy_reconnect_window_ms (default 1000) must match:
+# docs/architecture.md §kevy, "WAIT across a promotion".
+reconnect_window_ms = 1000
 TOML
   log "starting kevy ($(/usr/local/bin/kevy --version 2>&1 | head -1)), fenced as replica of $FENCE_UPSTREAM_HOST:$FENCE_UPSTREAM_PORT"
   /usr/local/bin/kevy --config "$toml" &

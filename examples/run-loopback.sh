@@ -29,6 +29,7 @@ aof = true
 [replication]
 role = "replica"
 upstream = "127.0.0.1:1"
+reconnect_window_ms = 1000
 TOML
   kevy --config "$root/kevy-n$i.toml" > "$root/kevy-n$i.log" 2>&1 & pids+=($!)
 done

@@ -87,6 +87,14 @@ impl Config {
             )),
             _ => {}
         }
+        if let Some(dn) = &self.data_node {
+            if !(100..=60_000).contains(&dn.kevy_reconnect_window_ms) {
+                errors.push(format!(
+                    "data_node.kevy_reconnect_window_ms {} is outside 100..=60000 (kevy's [replication] reconnect_window_ms; 1000 in our configurations)",
+                    dn.kevy_reconnect_window_ms
+                ));
+            }
+        }
         if !valid_listen(&self.listen.election) {
             errors.push(format!(
                 "listen.election {:?} is not host:port or :port",

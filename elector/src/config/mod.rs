@@ -108,6 +108,14 @@ pub struct DataNodeConfig {
     /// ping; `WAIT` answers that much sooner (docs/architecture.md §kevy).
     #[serde(default = "default_ack_nudge")]
     pub ack_nudge: bool,
+    /// kevy: the node's `[replication] reconnect_window_ms` (set it in
+    /// kevy's configuration too; kevy's default is 60 s). kevy keeps a
+    /// replica's acknowledgements across its own promotions until this long
+    /// after it last heard from it, and `WAIT` counts them, so a node that
+    /// was a primary less than this (plus 250 ms) ago is promoted only after
+    /// (docs/architecture.md §kevy).
+    #[serde(default = "default_kevy_reconnect_window_ms")]
+    pub kevy_reconnect_window_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -226,6 +234,10 @@ fn default_abort_stale_connects() -> bool {
 
 fn default_ack_nudge() -> bool {
     true
+}
+
+pub(crate) fn default_kevy_reconnect_window_ms() -> u64 {
+    crate::datanode::KEVY_DEFAULT_RECONNECT_WINDOW.as_millis() as u64
 }
 
 #[derive(Debug, Error)]

@@ -199,6 +199,7 @@ impl RenderArgs {
                 password: None,
                 abort_stale_connects: super::default_abort_stale_connects(),
                 ack_nudge: super::default_ack_nudge(),
+                kevy_reconnect_window_ms: super::default_kevy_reconnect_window_ms(),
             }),
             peers,
             timings: TimingsConfig {

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::config::{Config, DataNodeKind};
 use crate::core::DataNodeTarget;
+use std::time::Duration;
 
 /// The adapter of either backend (boxed: one lives per process, and the
 /// kevy adapter carries much more state than the Redis one).
@@ -28,7 +29,8 @@ impl AnyNode {
             DataNodeKind::Kevy => AnyNode::Kevy(Box::new(
                 KevyNode::new(&dn.address, &credentials, dn.replication_port_offset)
                     .with_abort_stale_connects(dn.abort_stale_connects)
-                    .with_ack_nudge(dn.ack_nudge),
+                    .with_ack_nudge(dn.ack_nudge)
+                    .with_reconnect_window(Duration::from_millis(dn.kevy_reconnect_window_ms)),
             )),
             DataNodeKind::Redis => AnyNode::Redis(Box::new(RedisNode::new(
                 &dn.address,

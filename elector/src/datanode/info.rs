@@ -17,6 +17,10 @@ pub struct ReplicationInfo {
     /// Primary: the lowest offset an online replica has acknowledged
     /// (`slaveN:...,state=online,offset=N`), `None` without one.
     pub slowest_replica_ack: Option<u64>,
+    /// Primary: the highest offset any replica line reports acknowledged,
+    /// online or not. Above `offset` it is an acknowledgement kevy kept from
+    /// before its last promotion (see `kevy_hold`).
+    pub highest_replica_ack: Option<u64>,
     /// Which process answered (Redis `run_id`, kevy `process_id`): a change
     /// means the data node restarted (protocol §6.8).
     pub identity: Option<String>,
@@ -70,17 +74,18 @@ fn is_replica_line(key: &str) -> bool {
         .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// The acknowledged offset in a replica line's value
-/// (`ip=...,port=...,state=online,offset=13,...`), if it is online.
+/// One field of a replica line's value (`ip=...,state=online,offset=13,...`).
+fn replica_field<'a>(value: &'a str, name: &str) -> Option<&'a str> {
+    value
+        .split(',')
+        .find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == name))
+        .map(|(_, v)| v)
+}
+
+/// The acknowledged offset in a replica line's value, if it is online.
 fn online_replica_ack(value: &str) -> Option<u64> {
-    let field = |name: &str| {
-        value
-            .split(',')
-            .find_map(|kv| kv.split_once('=').filter(|(k, _)| *k == name))
-            .map(|(_, v)| v)
-    };
-    (field("state")? == "online")
-        .then(|| field("offset")?.parse().ok())
+    (replica_field(value, "state")? == "online")
+        .then(|| replica_field(value, "offset")?.parse().ok())
         .flatten()
 }
 
@@ -105,6 +110,13 @@ impl ReplicationInfo {
                 "master_link_status" => info.link_up = value == "up",
                 "connected_slaves" => info.connected_replicas = value.parse().ok(),
                 k if is_replica_line(k) => {
+                    if let Some(acked) = replica_field(value, "offset").and_then(|v| v.parse().ok())
+                    {
+                        info.highest_replica_ack = Some(
+                            info.highest_replica_ack
+                                .map_or(acked, |h: u64| h.max(acked)),
+                        );
+                    }
                     if let Some(acked) = online_replica_ack(value) {
                         info.slowest_replica_ack =
                             Some(info.slowest_replica_ack.map_or(acked, |s| s.min(acked)));
@@ -193,6 +205,17 @@ mod tests {
             ReplicationInfo::parse(none).unwrap().slowest_replica_ack,
             None
         );
+    }
+
+    #[test]
+    fn a_primary_reports_the_highest_acknowledgement_of_any_replica_line() {
+        // kevy 7.0.0 right after a re-promotion: the new generation is at 0,
+        // the replica's record from the old one at 302 (kevy_hold).
+        let text = "role:master\r\nconnected_slaves:1\r\n\
+            slave0:ip=127.0.0.1,port=22997,state=online,offset=302,sent=0,lag=0\r\n\
+            master_repl_offset:0\r\n";
+        let info = ReplicationInfo::parse(text).unwrap();
+        assert_eq!((info.highest_replica_ack, info.offset), (Some(302), 0));
     }
 
     #[test]

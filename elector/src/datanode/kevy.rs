@@ -28,10 +28,17 @@
 //! own ([`super::ack_nudge`]: a `DEL` of a key that does not exist,
 //! replicated like any write), paced so that `WAIT` answers within about
 //! 100 ms + 20 ms of the replica's previous acknowledgement.
+//!
+//! kevy keeps each replica's acknowledged offset across its own promotions
+//! (a new feed generation restarts offsets at 0), so `WAIT` would count
+//! acknowledgements from a node's last primary term: a node that was a
+//! primary a moment ago is promoted only once those have expired
+//! ([`super::kevy_hold`]).
 
 use super::ack_nudge::{self, Shared as NudgeShared};
 use super::client::{Credentials, RespClient};
 use super::info::Upstream;
+use super::kevy_hold::PromotionHold;
 use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
@@ -60,6 +67,16 @@ const QUIESCE_TIMEOUT_MS: u64 = 600_000;
 /// new quiesce waits this long after an abort.
 const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
 
+/// How long a lapsed lease's quiesce may fence a primary before it gives
+/// way to demotion: far inside [`QUIESCE_TIMEOUT_MS`], after which kevy
+/// would lift it by itself; long enough for a quorum flap (a few
+/// `down_after`) to end without a promotion.
+const FENCE_QUIESCE_MAX: Duration = Duration::from_secs(60);
+
+/// The `[replication] reconnect_window_ms` our configurations give kevy
+/// (kevy's own default is 60 s): see [`super::kevy_hold`].
+pub(crate) const DEFAULT_RECONNECT_WINDOW: Duration = Duration::from_millis(1_000);
+
 pub struct KevyNode {
     address: String,
     client: RespClient,
@@ -73,6 +90,8 @@ pub struct KevyNode {
     /// Whether a quiesce we set may still be in force (`None`: unknown, e.g.
     /// after our own restart; treated as "maybe").
     quiesced: Option<bool>,
+    /// Since when our quiesce has been in force (reset by a lift).
+    quiesced_since: Option<Instant>,
     /// When we last sent `FAILOVER ABORT`.
     aborted_at: Option<Instant>,
     /// Abort hanging connects to the upstream a `REPLICAOF` leaves.
@@ -88,6 +107,14 @@ pub struct KevyNode {
     writable_applied: bool,
     /// The nudger task's shared state, once started (first observation).
     nudger: Option<Arc<NudgeShared>>,
+    /// Promotions wait out kevy's acknowledgement records from the node's
+    /// last primary term.
+    hold: PromotionHold,
+    /// kevy's `[replication] reconnect_window_ms`, as configured for us.
+    reconnect_window: Duration,
+    /// We have logged the over-counting `WAIT` the hold exists to prevent
+    /// (cleared once it is gone, so each occurrence is logged once).
+    stale_ack_logged: bool,
 }
 
 impl Drop for KevyNode {
@@ -114,6 +141,7 @@ impl KevyNode {
             replication_port_offset,
             following: Upstream::default(),
             quiesced: None,
+            quiesced_since: None,
             aborted_at: None,
             abort_stale_connects: true,
             upstream_seen: None,
@@ -121,7 +149,42 @@ impl KevyNode {
             ack_nudge: false,
             writable_applied: false,
             nudger: None,
+            hold: PromotionHold::new(DEFAULT_RECONNECT_WINDOW),
+            reconnect_window: DEFAULT_RECONNECT_WINDOW,
+            stale_ack_logged: false,
         }
+    }
+
+    /// kevy's `[replication] reconnect_window_ms` on this node
+    /// (`data_node.kevy_reconnect_window_ms`): how long a promotion of a node
+    /// that was a primary a moment ago waits ([`super::kevy_hold`]).
+    pub(crate) fn with_reconnect_window(mut self, window: Duration) -> KevyNode {
+        self.hold = PromotionHold::new(window);
+        self.reconnect_window = window;
+        self
+    }
+
+    /// Logs, once per occurrence, a primary whose replica lines report more
+    /// acknowledged than the primary holds: `WAIT` counts those. The hold
+    /// prevents it when kevy's window is what we were told; seeing it means
+    /// kevy's `reconnect_window_ms` is longer than
+    /// `data_node.kevy_reconnect_window_ms`.
+    fn check_stale_acks(&mut self, info: &ReplicationInfo) {
+        let stale = info.is_master()
+            && info
+                .highest_replica_ack
+                .is_some_and(|acked| acked > info.offset);
+        if stale && !self.stale_ack_logged {
+            tracing::error!(
+                offset = info.offset,
+                replica_acked = info.highest_replica_ack,
+                window_ms = self.reconnect_window.as_millis() as u64,
+                "kevy counts a replica acknowledgement from before its last promotion: WAIT may \
+                 acknowledge writes no replica has; set kevy's [replication] reconnect_window_ms \
+                 to at most data_node.kevy_reconnect_window_ms"
+            );
+        }
+        self.stale_ack_logged = stale;
     }
 
     /// Whether to nudge lagging replicas into acknowledging while this node
@@ -271,13 +334,63 @@ impl KevyNode {
                 tokio::time::sleep(wait).await;
             }
         }
+        self.send_quiesce().await
+    }
+
+    /// `FAILOVER` towards [`NOWHERE`]: writes answer `-QUIESCED` from the
+    /// reply on (kevy refuses it on a replica: `Refused`).
+    async fn send_quiesce(&mut self) -> Result<(), DataNodeError> {
         let (host, port) = (NOWHERE.0, NOWHERE.1.to_string());
         let timeout = QUIESCE_TIMEOUT_MS.to_string();
         self.client
             .call::<String>(&["FAILOVER", host, &port, "TIMEOUT", &timeout])
             .await?;
+        if self.quiesced != Some(true) {
+            self.quiesced_since = Some(Instant::now());
+        }
         self.quiesced = Some(true);
         Ok(())
+    }
+
+    /// A quiesce that has fenced the node this long gives way to demotion:
+    /// kevy lifts a quiesce on its own at [`QUIESCE_TIMEOUT_MS`].
+    fn fence_quiesce_outlived(&self) -> bool {
+        self.quiesced_since
+            .is_some_and(|since| since.elapsed() >= FENCE_QUIESCE_MAX)
+    }
+
+    /// The fence of a primary whose lease lapsed (or not yet granted): on a
+    /// node that is a primary, the quiesce, so it stays a primary in the
+    /// same feed generation and a quorum flap re-opens it without a
+    /// promotion (kevy would count its replicas' acknowledgements from
+    /// before a promotion: [`super::kevy_hold`]). Demotion, as before, on a
+    /// replica, when a lift was sent too recently for a new quiesce to be
+    /// sure to hold (kevy's old handover thread could lift it: demotion
+    /// applies at once instead of waiting), or once the quiesce has fenced
+    /// for [`FENCE_QUIESCE_MAX`].
+    async fn fence_primary(&mut self) -> Result<(), DataNodeError> {
+        let outlived = self.fence_quiesce_outlived();
+        if self.quiesced == Some(true) && !outlived {
+            self.following.clear();
+            return Ok(());
+        }
+        let lift_settled = self
+            .aborted_at
+            .is_none_or(|at| at.elapsed() >= QUIESCE_THREAD_EXIT);
+        if self.hold.was_primary() && lift_settled && !outlived {
+            match self.send_quiesce().await {
+                Ok(()) => {
+                    self.following.clear();
+                    return Ok(());
+                }
+                Err(DataNodeError::Refused { .. }) => {} // a replica after all
+                Err(e) => return Err(e),
+            }
+        }
+        self.replicate_from(Some(NOWHERE)).await?;
+        self.hold.demoted(Instant::now());
+        self.following.clear();
+        self.lift_quiesce().await
     }
 
     /// Lifts a quiesce we may have set (harmless when there is none).
@@ -287,6 +400,7 @@ impl KevyNode {
         }
         self.client.call::<String>(&["FAILOVER", "ABORT"]).await?;
         self.quiesced = Some(false);
+        self.quiesced_since = None;
         self.aborted_at = Some(Instant::now());
         Ok(())
     }
@@ -303,6 +417,8 @@ impl DataNodeAdapter for KevyNode {
             (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),
             _ => None,
         };
+        self.hold.observed(info.is_master(), Instant::now());
+        self.check_stale_acks(&info);
         self.feed_nudger(&info);
         Ok(info)
     }
@@ -323,7 +439,14 @@ impl DataNodeAdapter for KevyNode {
         self.disarm_nudger();
         match target {
             DataNodeTarget::Primary => {
+                if let Some(left) = self.hold.remaining(Instant::now()) {
+                    return Err(DataNodeError::PromotionHeld {
+                        remaining_ms: left.as_millis() as u64,
+                        window_ms: self.reconnect_window.as_millis() as u64,
+                    });
+                }
                 self.replicate_from(None).await?;
+                self.hold.observed(true, Instant::now());
                 self.following.clear();
                 self.lift_quiesce().await?;
                 self.writable_applied = true;
@@ -332,8 +455,10 @@ impl DataNodeAdapter for KevyNode {
                 self.following.clear();
                 self.quiesce().await?;
             }
-            DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => {
+            DataNodeTarget::FencedPrimary => self.fence_primary().await?,
+            DataNodeTarget::Isolated => {
                 self.replicate_from(Some(NOWHERE)).await?;
+                self.hold.demoted(Instant::now());
                 self.following.clear();
                 self.lift_quiesce().await?;
             }
@@ -344,6 +469,7 @@ impl DataNodeAdapter for KevyNode {
                     self.await_promotion(primary_addr).await;
                 }
                 self.replicate_from(Some((&host, port))).await?;
+                self.hold.demoted(Instant::now());
                 self.following.set(primary_addr, host, port);
                 self.lift_quiesce().await?;
             }
@@ -356,6 +482,9 @@ impl DataNodeAdapter for KevyNode {
     async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
         self.disarm_nudger();
         let result = self.replicate_from(Some(NOWHERE)).await;
+        if result.is_ok() {
+            self.hold.demoted(Instant::now());
+        }
         self.following.clear();
         result
     }
@@ -364,9 +493,11 @@ impl DataNodeAdapter for KevyNode {
         match target {
             DataNodeTarget::Primary => info.is_master() && self.quiesced == Some(false),
             DataNodeTarget::HandingOver => info.is_master() && self.quiesced == Some(true),
-            DataNodeTarget::FencedPrimary | DataNodeTarget::Isolated => {
-                info.follows(NOWHERE.0, NOWHERE.1)
+            DataNodeTarget::FencedPrimary => {
+                (info.is_master() && self.quiesced == Some(true) && !self.fence_quiesce_outlived())
+                    || info.follows(NOWHERE.0, NOWHERE.1)
             }
+            DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
             DataNodeTarget::Follow { primary_addr, .. } => {
                 self.following.satisfies(primary_addr, info)
             }

@@ -12,6 +12,7 @@ pub mod driver;
 mod error_log;
 mod info;
 mod kevy;
+mod kevy_hold;
 mod redis_node;
 pub(crate) mod stale_connect;
 
@@ -19,6 +20,7 @@ pub(crate) use any::AnyNode;
 pub(crate) use client::Credentials;
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
+pub(crate) use kevy::DEFAULT_RECONNECT_WINDOW as KEVY_DEFAULT_RECONNECT_WINDOW;
 pub use redis_node::RedisNode;
 
 use crate::core::{DataNodeTarget, Observation};
@@ -47,6 +49,10 @@ pub enum DataNodeError {
     Resolve(String),
     #[error("unexpected INFO reply: {0}")]
     BadInfo(String),
+    /// kevy: a promotion waits until the node's acknowledgement records
+    /// from its last primary term have expired (`kevy_hold`).
+    #[error("promotion held {remaining_ms} ms more: this kevy was a primary {window_ms} ms + a tick ago or less, and until its replicas' old acknowledgements expire WAIT would count them")]
+    PromotionHeld { remaining_ms: u64, window_ms: u64 },
 }
 
 /// One backend (kevy or Redis).

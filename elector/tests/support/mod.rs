@@ -269,7 +269,8 @@ impl Cluster {
             Backend::Kevy => {
                 let toml = format!(
                     "[server]\nbind = \"127.0.0.1\"\nport = {}\nthreads = 1\ndata_dir = \"{}\"\n\
-                     [persistence]\naof = true\n[replication]\nrole = \"replica\"\nupstream = \"127.0.0.1:1\"\n",
+                     [persistence]\naof = true\n[replication]\nrole = \"replica\"\nupstream = \"127.0.0.1:1\"\n\
+                     reconnect_window_ms = 1000\n",
                     node.data_port,
                     data_dir.display()
                 );

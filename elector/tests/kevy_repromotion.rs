@@ -1,0 +1,202 @@
+//! docs/architecture.md §kevy, "Promotion hold": kevy 7.0.0 keeps each
+//! replica's acknowledged offset across its own promotions (offsets restart
+//! at 0 in the new feed generation) and `WAIT` counts it, so a primary that
+//! was fenced (demoted) and promoted again would acknowledge writes no replica
+//! has (chaos seed 2126; `scripts/repro/kevy-wait-after-repromotion.sh`). The
+//! kevy adapter therefore fences a primary whose lease lapsed with the write
+//! quiesce, which keeps it a primary in the same feed generation, instead of
+//! demoting it.
+//!
+//! Real kevy 7.0.0 processes (`reconnect_window_ms = 1000`) and real electors
+//! on loopback. The quorum flap: both replicas' electors are frozen until the
+//! primary's lease lapses and its fence is in force (writes refused), then
+//! thawed before they would elect; the primary renews its lease and takes
+//! writes again. Both replicas' kevy are then frozen: `SET` + `WAIT 1 500`
+//! must answer 0. The second test is the exposure that remains (README, Known
+//! limits): a primary demoted by someone else (the watchdog, an operator)
+//! whose replicas stay attached over-counts once promoted again, and its
+//! elector says so.
+
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::{Backend, Cluster};
+
+/// down_after 3 s: the primary's lease lapses well before its peers would
+/// elect, so thawing them once the fence is seen keeps the same primary.
+const FLAP_TIMINGS: (&str, u64) = (
+    "{ hb_interval_ms: 100, down_after_ms: 3000, election_timeout_ms: 1000, backoff_min_ms: 100, backoff_max_ms: 300, data_poll_ms: 50 }",
+    3000,
+);
+
+fn role(cluster: &Cluster, i: usize) -> Option<String> {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut cluster.client(i))
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("role:").map(str::to_string))
+}
+
+fn wait_for(within: Duration, what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn signal_data(cluster: &Cluster, i: usize, signal: &str) {
+    let pid = cluster.nodes[i]
+        .data
+        .as_ref()
+        .expect("data node running")
+        .id();
+    let ok = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "kill -{signal} {pid}");
+}
+
+/// The error a `SET` on node `i` gets, if any.
+fn write_refusal(cluster: &Cluster, i: usize) -> Option<String> {
+    let r: redis::RedisResult<()> = redis::cmd("SET")
+        .arg("flap-probe")
+        .arg(1)
+        .query(&mut cluster.client(i));
+    r.err().map(|e| e.to_string())
+}
+
+fn promotions_logged(cluster: &Cluster, i: usize) -> usize {
+    std::fs::read_to_string(cluster.nodes[i].dir.join("data.log"))
+        .unwrap_or_default()
+        .matches("replication feed generation bumped")
+        .count()
+}
+
+fn elector_log(cluster: &Cluster, i: usize) -> String {
+    let n = &cluster.nodes[i];
+    std::fs::read_to_string(n.dir.join(format!("elector-{}.log", n.id))).unwrap_or_default()
+}
+
+/// A primary whose replicas acknowledged a first term of writes.
+fn cluster_after_a_first_term() -> (Cluster, usize, Vec<usize>) {
+    support::require("kevy");
+    let cluster = Cluster::start_with(Backend::Kevy, 3, FLAP_TIMINGS);
+    let p = cluster.wait_primary(Duration::from_secs(20));
+    cluster.wait_replica_links(p);
+    let mut c = cluster.client(p);
+    let mut pipe = redis::pipe();
+    for i in 0..300 {
+        pipe.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    let _: () = pipe.query(&mut c).expect("the primary takes writes");
+    let acked: i64 = redis::cmd("WAIT").arg(2).arg(3000).query(&mut c).unwrap();
+    assert_eq!(
+        acked, 2,
+        "both replicas acknowledge the first term's writes"
+    );
+    let others = (0..3).filter(|&i| i != p).collect();
+    (cluster, p, others)
+}
+
+/// `SET` then `WAIT 1 500` on `p` with every replica's kevy frozen.
+fn acks_with_replicas_frozen(cluster: &Cluster, p: usize, others: &[usize]) -> i64 {
+    for &o in others {
+        signal_data(cluster, o, "STOP");
+    }
+    let mut c = cluster.client(p);
+    let _: () = redis::cmd("SET")
+        .arg("written-while-the-replicas-are-frozen")
+        .arg(1)
+        .query(&mut c)
+        .expect("the primary takes writes again");
+    let acks: i64 = redis::cmd("WAIT").arg(1).arg(500).query(&mut c).unwrap();
+    for &o in others {
+        signal_data(cluster, o, "CONT");
+    }
+    acks
+}
+
+#[test]
+fn a_kevy_primary_fenced_by_a_quorum_flap_stays_in_its_feed_generation_and_wait_counts_no_frozen_replica(
+) {
+    let (cluster, p, others) = cluster_after_a_first_term();
+    let promotions = promotions_logged(&cluster, p);
+    for &o in &others {
+        cluster.signal_elector(o, "STOP");
+    }
+    wait_for(Duration::from_secs(3), "the lapsed lease's fence", || {
+        write_refusal(&cluster, p).is_some()
+    });
+    let refusal = write_refusal(&cluster, p).unwrap_or_default();
+    assert!(
+        refusal.contains("QUIESCED"),
+        "fenced by the quiesce: {refusal}"
+    );
+    assert_eq!(
+        role(&cluster, p).as_deref(),
+        Some("master"),
+        "fenced by the quiesce, not demoted"
+    );
+    for &o in &others {
+        cluster.signal_elector(o, "CONT");
+    }
+    let thawed = Instant::now();
+    wait_for(
+        Duration::from_secs(10),
+        "the primary writable again",
+        || write_refusal(&cluster, p).is_none(),
+    );
+    eprintln!(
+        "writable again {} ms after the thaw",
+        thawed.elapsed().as_millis()
+    );
+    assert_eq!(
+        cluster.wait_primary(Duration::from_secs(5)),
+        p,
+        "the flap kept the primary"
+    );
+    assert_eq!(
+        promotions_logged(&cluster, p),
+        promotions,
+        "no promotion, so no new feed generation"
+    );
+    let acks = acks_with_replicas_frozen(&cluster, p, &others);
+    if acks != 0 {
+        cluster.dump_logs();
+    }
+    assert_eq!(acks, 0, "WAIT counted a frozen replica");
+    assert!(!elector_log(&cluster, p).contains("kevy counts a replica acknowledgement from before"));
+}
+
+#[test]
+fn a_kevy_primary_demoted_by_someone_else_and_promoted_again_over_counts_wait_and_its_elector_says_so(
+) {
+    let (cluster, p, others) = cluster_after_a_first_term();
+    // What the watchdog does when the elector stalls: demotion, the only
+    // fence that stays visible in INFO.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(1)
+        .query(&mut cluster.client(p))
+        .unwrap();
+    wait_for(
+        Duration::from_secs(10),
+        "the primary promoted again",
+        || role(&cluster, p).as_deref() == Some("master"),
+    );
+    assert_eq!(cluster.wait_primary(Duration::from_secs(5)), p);
+    cluster.wait_replica_links(p);
+    let acks = acks_with_replicas_frozen(&cluster, p, &others);
+    eprintln!("demoted by hand, promoted again: WAIT 1 with both replicas frozen: {acks}");
+    assert!(
+        acks >= 1,
+        "kevy counted no acknowledgement from the last term: fixed upstream? then drop this exposure from the README"
+    );
+    wait_for(Duration::from_secs(2), "the elector's error line", || {
+        elector_log(&cluster, p).contains("kevy counts a replica acknowledgement from before")
+    });
+}
