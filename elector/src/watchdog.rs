@@ -18,7 +18,6 @@
 //! replicas' electors detach them from a primary they no longer hear).
 
 use crate::config::Config;
-use crate::core::DataNodeTarget;
 use crate::datanode::{AnyNode, DataNodeAdapter, DataNodeError};
 use std::time::{Duration, Instant};
 
@@ -174,9 +173,31 @@ async fn watch<A: DataNodeAdapter>(
         }
         let probe = probe_health(&url, wait).await;
         let verdict = switch.probe(probe, Instant::now());
-        if verdict == Verdict::Fence && !clamped {
+        let first_of_silence = verdict == Verdict::Fence && !clamped;
+        clamped = verdict == Verdict::Fence;
+        if verdict == Verdict::Fence {
+            // The start-up clamp: no writes and no upstream (on kevy a
+            // primary is quiesced instead, keeping its feed generation:
+            // docs/architecture.md §kevy). A replica stops acknowledging
+            // too, since nobody vouches for its primary any more (§6.2); the
+            // blind fence is the fallback when the node cannot be read. The
+            // VIP goes with the fence (docs/vip.md): the frozen elector
+            // cannot remove it.
+            if let Some(vip) = &vip {
+                if let Err(e) = crate::vip::VipHandle::remove_now(vip).await {
+                    tracing::warn!(error = %e, "watchdog: removing the vip failed");
+                }
+            }
+            if let Err(e) = clamp(&mut node).await {
+                tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
+            }
+        }
+        if first_of_silence {
             // Counted once per silence, for `elector_watchdog_clamps_total`
-            // (the elector reads the file at scrape time).
+            // (the elector reads the file at scrape time), and after the
+            // clamp: the elector's adapter takes a count that moved as a
+            // fence in force that it did not set (kevy's quiesce does not
+            // show in INFO).
             match crate::api::metrics::limits::add_one(&clamps) {
                 Ok(n) => tracing::warn!(
                     clamps = n,
@@ -186,22 +207,6 @@ async fn watch<A: DataNodeAdapter>(
                 Err(e) => {
                     tracing::warn!(error = %e, path = %clamps.display(), "watchdog: could not count the clamp")
                 }
-            }
-        }
-        clamped = verdict == Verdict::Fence;
-        if verdict == Verdict::Fence {
-            // The start-up clamp: no writes and no upstream. A replica
-            // stops acknowledging too, since nobody vouches for its primary
-            // any more (§6.2); the blind fence is the fallback when the
-            // node cannot be read. The VIP goes with the fence
-            // (docs/vip.md): the frozen elector cannot remove it.
-            if let Some(vip) = &vip {
-                if let Err(e) = crate::vip::VipHandle::remove_now(vip).await {
-                    tracing::warn!(error = %e, "watchdog: removing the vip failed");
-                }
-            }
-            if let Err(e) = clamp(&mut node).await {
-                tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
             }
         }
     }
@@ -235,7 +240,7 @@ async fn probe_health(url: &str, timeout: Duration) -> Probe {
 /// (a node that cannot be read or refused the command), never on top of a
 /// clamp that worked: on kevy it would restart the replication thread again.
 async fn clamp<A: DataNodeAdapter>(node: &mut A) -> Result<(), DataNodeError> {
-    match node.apply(&DataNodeTarget::Isolated).await {
+    match node.watchdog_clamp().await {
         Ok(()) => Ok(()),
         Err(e) => {
             tracing::warn!(error = %e, "watchdog: clamp failed; fencing blind");
@@ -247,6 +252,7 @@ async fn clamp<A: DataNodeAdapter>(node: &mut A) -> Result<(), DataNodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::DataNodeTarget;
     use crate::datanode::ReplicationInfo;
 
     /// Records what the watchdog asks of its data node (no server: this

@@ -12,10 +12,11 @@
 //! primary's lease lapses and its fence is in force (writes refused), then
 //! thawed before they would elect; the primary renews its lease and takes
 //! writes again. Both replicas' kevy are then frozen: `SET` + `WAIT 1 500`
-//! must answer 0. The second test is the exposure that remains (README, Known
-//! limits): a primary demoted by someone else (the watchdog, an operator)
-//! whose replicas stay attached over-counts once promoted again, and its
-//! elector says so.
+//! must answer 0. The second test freezes the primary's own elector until its
+//! watchdog fences the node (the quiesce too), then thaws it: the same. The
+//! third is the exposure that remains (README, Known limits): a primary
+//! demoted by someone else (an operator's `REPLICAOF`) whose replicas stay
+//! attached over-counts once promoted again, and its elector says so.
 
 mod support;
 
@@ -170,6 +171,51 @@ fn a_kevy_primary_fenced_by_a_quorum_flap_stays_in_its_feed_generation_and_wait_
     }
     assert_eq!(acks, 0, "WAIT counted a frozen replica");
     assert!(!elector_log(&cluster, p).contains("kevy counts a replica acknowledgement from before"));
+}
+
+#[test]
+fn a_kevy_primary_whose_frozen_elector_the_watchdog_fenced_reopens_in_its_feed_generation() {
+    let (mut cluster, p, others) = cluster_after_a_first_term();
+    for i in 0..3 {
+        cluster.start_watchdog(i);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let promotions = promotions_logged(&cluster, p);
+    cluster.signal_elector(p, "STOP");
+    wait_for(Duration::from_secs(3), "the watchdog's fence", || {
+        write_refusal(&cluster, p).is_some()
+    });
+    let refusal = write_refusal(&cluster, p).unwrap_or_default();
+    cluster.signal_elector(p, "CONT");
+    let thawed = Instant::now();
+    assert!(
+        refusal.contains("QUIESCED"),
+        "the watchdog quiesced the primary: {refusal}"
+    );
+    wait_for(
+        Duration::from_secs(10),
+        "the primary writable again",
+        || write_refusal(&cluster, p).is_none(),
+    );
+    eprintln!(
+        "writable again {} ms after the thaw",
+        thawed.elapsed().as_millis()
+    );
+    assert_eq!(
+        cluster.wait_primary(Duration::from_secs(5)),
+        p,
+        "the freeze kept the primary"
+    );
+    assert_eq!(
+        promotions_logged(&cluster, p),
+        promotions,
+        "no promotion, so no new feed generation"
+    );
+    let acks = acks_with_replicas_frozen(&cluster, p, &others);
+    if acks != 0 {
+        cluster.dump_logs();
+    }
+    assert_eq!(acks, 0, "WAIT counted a frozen replica");
 }
 
 #[test]

@@ -30,7 +30,10 @@ impl AnyNode {
                 KevyNode::new(&dn.address, &credentials, dn.replication_port_offset)
                     .with_abort_stale_connects(dn.abort_stale_connects)
                     .with_ack_nudge(dn.ack_nudge)
-                    .with_reconnect_window(Duration::from_millis(dn.kevy_reconnect_window_ms)),
+                    .with_reconnect_window(Duration::from_millis(dn.kevy_reconnect_window_ms))
+                    .with_watchdog_clamps(crate::api::metrics::watchdog_clamps_path(
+                        &config.data_dir,
+                    )),
             )),
             DataNodeKind::Redis => AnyNode::Redis(Box::new(RedisNode::new(
                 &dn.address,
@@ -85,6 +88,13 @@ impl DataNodeAdapter for AnyNode {
         match self {
             AnyNode::Kevy(n) => n.satisfies(info, target),
             AnyNode::Redis(n) => n.satisfies(info, target),
+        }
+    }
+
+    async fn watchdog_clamp(&mut self) -> Result<(), DataNodeError> {
+        match self {
+            AnyNode::Kevy(n) => n.watchdog_clamp().await,
+            AnyNode::Redis(n) => n.watchdog_clamp().await,
         }
     }
 

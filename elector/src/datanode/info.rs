@@ -21,6 +21,11 @@ pub struct ReplicationInfo {
     /// online or not. Above `offset` it is an acknowledgement kevy kept from
     /// before its last promotion (see `kevy_hold`).
     pub highest_replica_ack: Option<u64>,
+    /// How many times this host's watchdog has clamped the data node, read
+    /// from its counter file with the observation (kevy only; `None`: no
+    /// file). An increase on a node we made writable is a demotion by
+    /// someone else even when `INFO` cannot show it (kevy's quiesce).
+    pub watchdog_clamps: Option<u64>,
     /// Which process answered (Redis `run_id`, kevy `process_id`): a change
     /// means the data node restarted (protocol §6.8).
     pub identity: Option<String>,

@@ -112,6 +112,10 @@ pub struct KevyNode {
     hold: PromotionHold,
     /// kevy's `[replication] reconnect_window_ms`, as configured for us.
     reconnect_window: Duration,
+    /// This host's watchdog clamp counter (`watchdog_clamps_path`), and its
+    /// value at our last observation.
+    watchdog_clamps_file: Option<std::path::PathBuf>,
+    watchdog_clamps_seen: Option<u64>,
     /// We have logged the over-counting `WAIT` the hold exists to prevent
     /// (cleared once it is gone, so each occurrence is logged once).
     stale_ack_logged: bool,
@@ -152,7 +156,32 @@ impl KevyNode {
             hold: PromotionHold::new(DEFAULT_RECONNECT_WINDOW),
             reconnect_window: DEFAULT_RECONNECT_WINDOW,
             stale_ack_logged: false,
+            watchdog_clamps_file: None,
+            watchdog_clamps_seen: None,
         }
+    }
+
+    /// Where this host's watchdog counts its clamps: its quiesce is
+    /// invisible in `INFO`, so the count tells us it happened.
+    pub(crate) fn with_watchdog_clamps(mut self, path: std::path::PathBuf) -> KevyNode {
+        self.watchdog_clamps_file = Some(path);
+        self
+    }
+
+    /// Reads the watchdog's clamp count; after an increase, a quiesce may be
+    /// in force that we did not set ([`KevyNode::watchdog_clamp`]).
+    fn note_watchdog_clamps(&mut self, info: &mut ReplicationInfo) {
+        let Some(path) = &self.watchdog_clamps_file else {
+            return;
+        };
+        // A missing file is a watchdog that never clamped: 0.
+        let count = crate::api::metrics::limits::read_count(path);
+        if self.watchdog_clamps_seen.is_some_and(|seen| count > seen) {
+            self.quiesced = None;
+            self.quiesced_since = None;
+        }
+        self.watchdog_clamps_seen = Some(count);
+        info.watchdog_clamps = Some(count);
     }
 
     /// kevy's `[replication] reconnect_window_ms` on this node
@@ -412,7 +441,8 @@ impl DataNodeAdapter for KevyNode {
     }
 
     async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
-        let info = self.client.replication_info().await?;
+        let mut info = self.client.replication_info().await?;
+        self.note_watchdog_clamps(&mut info);
         self.upstream_seen = match (&info.master_host, info.master_port) {
             (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),
             _ => None,
@@ -475,6 +505,20 @@ impl DataNodeAdapter for KevyNode {
             }
         }
         Ok(())
+    }
+
+    /// The watchdog's fence (its own adapter, another process): the same
+    /// as a lapsed lease's, quiesce on a primary, so an elector that was
+    /// frozen and comes back to its quorum re-opens the node without a
+    /// promotion. It reads the role first: it has not been polling. It
+    /// counts the clamp after this returns, so the elector, seeing the count
+    /// move, knows the quiesce is already in force.
+    async fn watchdog_clamp(&mut self) -> Result<(), DataNodeError> {
+        self.disarm_nudger();
+        if let Ok(info) = self.client.replication_info().await {
+            self.hold.observed(info.is_master(), Instant::now());
+        }
+        self.fence_primary().await
     }
 
     /// kevy's only general fence is demotion (no `min-replicas-*`, no

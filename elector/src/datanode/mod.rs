@@ -71,6 +71,12 @@ pub(crate) trait DataNodeAdapter: Send + 'static {
     fn fence_blind(&mut self) -> impl Future<Output = Result<(), DataNodeError>> + Send;
     /// Whether what we observe already is `target` (else it is re-applied).
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool;
+    /// The watchdog's fence when the elector is silent past its lease: the
+    /// start-up clamp, unless the backend has a better one (kevy: the
+    /// quiesce on a primary, so it keeps its feed generation).
+    fn watchdog_clamp(&mut self) -> impl Future<Output = Result<(), DataNodeError>> + Send {
+        async move { self.apply(&DataNodeTarget::Isolated).await }
+    }
     /// Hanging replication connects aborted since the last call, and the
     /// last reason one could not be (kevy only).
     fn take_aborts(&mut self) -> stale_connect::AbortTally {

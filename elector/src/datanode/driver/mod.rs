@@ -77,6 +77,9 @@ struct Tracker {
     applied_seq: u64,
     offset_at_apply: Option<u64>,
     identity: Option<String>,
+    /// The watchdog's clamp count at the last read (kevy: its quiesce does
+    /// not show in `INFO`, the count does).
+    watchdog_clamps: Option<u64>,
     generation: u64,
     /// The last target applied was writable (a primary's data node does not
     /// turn into a replica by itself: if it does, it restarted).
@@ -122,7 +125,14 @@ impl Tracker {
         if info.identity.is_some() {
             self.identity = info.identity.clone();
         }
-        let demoted = self.applied_writable && self.applied_seq == seq && !info.is_master();
+        // The watchdog clamped since the last read: on kevy a quiesce, which
+        // leaves the node a master, so only its count says it happened.
+        let clamped = self.watchdog_clamps.is_some() && info.watchdog_clamps > self.watchdog_clamps;
+        if info.watchdog_clamps.is_some() {
+            self.watchdog_clamps = info.watchdog_clamps;
+        }
+        let demoted =
+            self.applied_writable && self.applied_seq == seq && (!info.is_master() || clamped);
         let change = match same_process {
             Some(false) => Change::Restarted,
             Some(true) if demoted => Change::DemotedByOthers,

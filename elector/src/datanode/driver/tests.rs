@@ -192,6 +192,45 @@ fn the_same_process_demoted_by_someone_else_is_not_made_writable_by_the_old_targ
     );
 }
 
+fn with_clamps(mut i: ReplicationInfo, clamps: u64) -> ReplicationInfo {
+    i.watchdog_clamps = Some(clamps);
+    i
+}
+
+#[test]
+fn a_watchdog_clamp_that_leaves_the_node_a_master_still_counts_as_a_demotion_by_someone_else() {
+    // kevy: the watchdog quiesces a primary (INFO still says master); only
+    // its clamp count moves. The old target must not re-open the node.
+    let mut d = Driver::new("test");
+    round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[
+            Ok((with_clamps(info("slave", Some("a")), 2), false)),
+            Ok((with_clamps(info("master", Some("a")), 2), true)),
+        ],
+        false,
+    );
+    let (_, report) = round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[Ok((with_clamps(info("master", Some("a")), 2), true))],
+        false,
+    );
+    assert_eq!(report.obs.overridden, 0, "an unchanged count is nothing");
+    let (commands, report) = round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[Ok((with_clamps(info("master", Some("a")), 3), false))],
+        false,
+    );
+    assert_eq!(commands, vec![Command::Observe]);
+    assert_eq!((report.obs.generation, report.obs.overridden), (0, 1));
+}
+
 #[test]
 fn a_demotion_we_cannot_attribute_to_the_same_process_counts_as_a_restart() {
     let mut d = writable_at(3, None);
