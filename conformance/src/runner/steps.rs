@@ -225,6 +225,7 @@ impl Run<'_> {
                     }
                     self.cluster.start_node(n).await?;
                     self.down.remove(n);
+                    self.back_from_start(n).await?;
                 }
                 if !restarted_running.is_empty() {
                     let removes = primary_before
@@ -270,6 +271,7 @@ impl Run<'_> {
                     for n in &targets {
                         if self.paused.remove(n) {
                             self.cluster.unpause(n).await?;
+                            self.back_from_pause(n).await?;
                         }
                     }
                     self.recovered(&targets, &["pause"]);
@@ -281,6 +283,7 @@ impl Run<'_> {
                 for n in &targets {
                     if self.paused.remove(n) {
                         self.cluster.unpause(n).await?;
+                        self.back_from_pause(n).await?;
                     }
                 }
                 self.recovered(&targets, &["pause"]);
@@ -371,7 +374,7 @@ impl Run<'_> {
                 self.end_partition();
                 let all = self.cluster.ids();
                 self.recovered(&all, &["netem"]);
-                self.netem_on = false;
+                self.netem.clear();
                 Ok(String::new())
             }
             Step::MeshRestoredWithin(bound) => {
@@ -414,30 +417,19 @@ impl Run<'_> {
             }
             Step::Netem(n) => {
                 let targets = self.resolve(&n.targets.tokens(), &none).await?;
-                let script = nemesis::netem_script(n.delay_ms, n.jitter_ms, n.loss_pct);
                 let at = self.now();
                 let mut note = String::new();
                 for t in &targets {
+                    // A node away now gets it when it is back (`comeback`).
+                    self.netem.insert(t.clone(), n.clone());
                     if self.down.contains(t) || self.paused.contains(t) {
                         continue;
                     }
-                    if let Err(e) = self.cluster.sh(t, &script).await {
-                        if !e.to_string().contains("qdisc kind is unknown") {
-                            return Err(e);
-                        }
-                        // No sch_netem in this kernel: loss through iptables, no delay.
-                        if n.loss_pct > 0.0 {
-                            self.cluster
-                                .sh(t, &nemesis::iptables_loss_script(n.loss_pct))
-                                .await?;
-                        }
-                        note = format!(
-                            "kernel has no netem: {}% loss via iptables, delay/jitter NOT applied",
-                            n.loss_pct
-                        );
+                    let dropped = self.apply_netem(t, n).await?;
+                    if !dropped.is_empty() {
+                        note = dropped;
                     }
                 }
-                self.netem_on = true;
                 let label = if note.is_empty() {
                     label.clone()
                 } else {
@@ -474,7 +466,7 @@ impl Run<'_> {
                 }
                 let all = self.cluster.ids();
                 self.recovered(&all, &["netem"]);
-                self.netem_on = false;
+                self.netem.clear();
                 Ok(String::new())
             }
         }
