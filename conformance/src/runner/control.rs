@@ -373,13 +373,16 @@ impl<'a> Run<'a> {
         self.cluster.sh(id, nemesis::HEAL_SCRIPT).await.map(|_| ())
     }
 
-    pub(super) async fn kill_process(
+    /// Signals a process in each target and records the fault, without
+    /// waiting for anything: for a process whose supervisor restarts it
+    /// inside the running container.
+    pub(super) async fn kill_process_in_place(
         &mut self,
         label: &str,
         kind: &str,
         targets: Vec<String>,
         script: &str,
-    ) -> Result<String> {
+    ) -> Result<()> {
         let primary_before = self.primary_now().await;
         let at = self.now();
         for t in &targets {
@@ -391,10 +394,25 @@ impl<'a> Run<'a> {
             at,
             kind,
             label.to_string(),
-            targets.clone(),
+            targets,
             primary_before,
             removes,
         );
+        Ok(())
+    }
+
+    /// Signals a process in each target, records the fault, and waits up to
+    /// 10 s for each container to stop (the entrypoint exits when the
+    /// elector or, without a supervisor, the data node dies).
+    pub(super) async fn kill_process(
+        &mut self,
+        label: &str,
+        kind: &str,
+        targets: Vec<String>,
+        script: &str,
+    ) -> Result<String> {
+        self.kill_process_in_place(label, kind, targets.clone(), script)
+            .await?;
         let mut notes = vec![];
         for t in &targets {
             if self

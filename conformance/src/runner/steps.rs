@@ -200,14 +200,19 @@ impl Run<'_> {
             }
             Step::KillData(t) => {
                 let targets = self.live_targets(t).await?;
-                let notes = self
-                    .kill_process(
-                        &format!("kill data {}", targets.join(",")),
-                        "kill_data",
-                        targets.clone(),
-                        "pkill -9 -x kevy; pkill -9 -x redis-server; true",
-                    )
-                    .await?;
+                let label = format!("kill data {}", targets.join(","));
+                let script = "pkill -9 -x kevy; pkill -9 -x redis-server; true";
+                let notes = if self.scn.data_node_restarts() {
+                    // The entrypoint brings the data node back and the
+                    // container stays up: waiting for it to stop held every
+                    // chaos schedule 10 s behind its plan at each `kill_data`.
+                    self.kill_process_in_place(&label, "kill_data", targets.clone(), script)
+                        .await?;
+                    "restarted by its supervisor".to_string()
+                } else {
+                    self.kill_process(&label, "kill_data", targets.clone(), script)
+                        .await?
+                };
                 Ok(format!("{} {notes}", targets.join(",")))
             }
             Step::Restart(t) => {
