@@ -93,7 +93,16 @@ pub enum WriteProbe {
 pub struct ElectorObs {
     /// `primary`, `replica` or `candidate`.
     pub role: String,
+    /// The epoch the elector works in (in memory).
     pub epoch: u64,
+    /// The highest epoch its state file is known to hold; a restart comes
+    /// back at it. None from electors (and histories) that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durable_epoch: Option<u64>,
+    /// The process's boot id: a change marks a restart. None from electors
+    /// (and histories) that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<u64>,
     #[serde(default)]
     pub primary: Option<String>,
     pub fenced: bool,
@@ -379,6 +388,8 @@ pub(crate) mod fixtures {
             elector: Some(ElectorObs {
                 role: role.into(),
                 epoch,
+                durable_epoch: None,
+                boot_id: None,
                 primary: None,
                 fenced,
             }),

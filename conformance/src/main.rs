@@ -237,6 +237,15 @@ impl BackendArg {
             BackendArg::Both => vec![TargetKind::ElectorKevy, TargetKind::ElectorRedis],
         }
     }
+
+    /// The spelling `--backend` and `CHAOS_BACKEND` take.
+    fn name(self) -> &'static str {
+        match self {
+            BackendArg::Kevy => "kevy",
+            BackendArg::Redis => "redis",
+            BackendArg::Both => "both",
+        }
+    }
 }
 
 fn selection(which: SuiteArg, scenarios: Vec<String>, tag: Option<String>) -> Selection {
@@ -515,9 +524,12 @@ async fn async_main(cli: Cli) -> Result<()> {
             }
             let failed = figures.iter().filter(|f| !f.passed).count();
             if failed > 0 {
+                // Each failed run printed its own `run --file` replay above.
                 bail!(
-                    "{failed} of {} chaos runs failed (seed {seed})",
-                    figures.len()
+                    "{failed} of {} chaos runs failed (seed {seed}); the whole run again: \
+                     CHAOS_SEED={seed} CHAOS_MINUTES={minutes} CHAOS_BACKEND={} cargo run -p conformance --release -- chaos",
+                    figures.len(),
+                    backend.name()
                 );
             }
             Ok(())

@@ -15,6 +15,12 @@ pub struct StatusJson {
     pub node_id: String,
     pub role: String,
     pub epoch: u64,
+    /// Absent from electors that predate it.
+    #[serde(default)]
+    pub durable_epoch: Option<u64>,
+    /// Absent from electors that predate it.
+    #[serde(default)]
+    pub boot_id: Option<u64>,
     #[serde(default)]
     pub primary: Option<String>,
     #[serde(default)]
@@ -37,6 +43,8 @@ impl StatusJson {
         ElectorObs {
             role: self.role.clone(),
             epoch: self.epoch,
+            durable_epoch: self.durable_epoch,
+            boot_id: self.boot_id,
             primary: self.primary.clone(),
             fenced: self.fenced,
         }
@@ -293,6 +301,21 @@ mod tests {
         )
         .unwrap();
         assert!(s.fenced && s.primary.is_none());
+        assert_eq!((s.durable_epoch, s.boot_id), (None, None));
+    }
+
+    #[test]
+    fn the_durable_epoch_and_boot_id_reach_the_history_when_the_elector_reports_them() {
+        let s: StatusJson = serde_json::from_str(
+            r#"{"node_id":"n2","role":"replica","epoch":21,"durable_epoch":20,
+                "boot_id":1760000000123,"primary":"n1","fenced":true}"#,
+        )
+        .unwrap();
+        let o = s.obs();
+        assert_eq!(
+            (o.epoch, o.durable_epoch, o.boot_id),
+            (21, Some(20), Some(1_760_000_000_123))
+        );
     }
 
     #[test]

@@ -209,6 +209,12 @@ impl Scenario {
         self.tags.iter().any(|t| t == tag)
     }
 
+    /// The entrypoint restarts a data node that dies under a running elector
+    /// (`env: { DATA_NODE_RESTART: "1" }`): its container stays up.
+    pub fn data_node_restarts(&self) -> bool {
+        self.env.get("DATA_NODE_RESTART").map(String::as_str) == Some("1")
+    }
+
     /// Parses and validates one scenario from YAML text.
     pub fn parse(file: &str, text: &str) -> Result<Scenario> {
         let s: Scenario = serde_yaml::from_str(text).map_err(|e| Error::Scenario {
@@ -297,9 +303,7 @@ impl Scenario {
                     return Err(format!("step {}: split needs at least two sides", i + 1));
                 }
             }
-            if matches!(step, Step::RestartData(_))
-                && self.env.get("DATA_NODE_RESTART").map(String::as_str) != Some("1")
-            {
+            if matches!(step, Step::RestartData(_)) && !self.data_node_restarts() {
                 return Err(format!(
                     "step {}: restart_data needs env DATA_NODE_RESTART: \"1\" (the supervisor brings the data node back)",
                     i + 1

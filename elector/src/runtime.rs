@@ -108,6 +108,7 @@ pub async fn run(
     };
 
     // The core, and the start-up clamp before anything else.
+    let recovered_epoch = recovered.epoch;
     let mut core = Core::new(config.core_config(rand::random()), recovered, clock.now());
     let start_actions = core.start(clock.now());
 
@@ -151,7 +152,7 @@ pub async fn run(
         inbound_tx,
     );
 
-    let book = StatusBook::new(&config);
+    let book = StatusBook::new(&config, recovered_epoch, boot_id);
     let (status_tx, status_rx) =
         watch::channel(book.snapshot(&core, &config, &metrics, clock.now()));
     let (view_tx, view_rx) = watch::channel(status_view::cluster_view(&core, &config));
@@ -214,7 +215,8 @@ pub async fn run(
             biased;
             _ = &mut shutdown => break,
             Some((seq, result)) = persisted_rx.recv() => match result {
-                Ok(()) => {
+                Ok(epoch) => {
+                    shell.book.persisted(epoch);
                     // What waited for this write leaves before the core
                     // sees it durable (§5.2).
                     shell.release(&core, seq, clock.now());
@@ -293,18 +295,21 @@ async fn fence_on_stop(config: &Config) -> Result<(), datanode::DataNodeError> {
     }
 }
 
-/// Writes persists one at a time, in order (the core relies on it).
+/// Writes persists one at a time, in order (the core relies on it), and
+/// answers each with the epoch it made durable (for `/status`).
 async fn persister(
     file: StateFile,
     mut rx: mpsc::UnboundedReceiver<(u64, crate::core::PersistedState)>,
-    done: mpsc::UnboundedSender<(u64, Result<(), String>)>,
+    done: mpsc::UnboundedSender<(u64, Result<u64, String>)>,
 ) {
     while let Some((seq, state)) = rx.recv().await {
         let f = file.clone();
+        let epoch = state.epoch;
         let result = tokio::task::spawn_blocking(move || f.store(&state))
             .await
             .map_err(|e| e.to_string())
-            .and_then(|r| r.map_err(|e| e.to_string()));
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            .map(|()| epoch);
         if done.send((seq, result)).is_err() {
             return;
         }

@@ -23,19 +23,35 @@ pub struct StatusBook {
     switchover: Option<SwitchoverState>,
     report: Option<DataNodeReport>,
     data_kind: &'static str,
+    /// The highest epoch a successful write of the state held (or the one
+    /// loaded at start): the core's epoch can run ahead of it, and a
+    /// restart comes back at it (`durable_epoch` in `/status`).
+    durable_epoch: u64,
+    /// This process's auth boot id, so readers of `/status` see restarts.
+    boot_id: u64,
 }
 
 impl StatusBook {
-    pub fn new(config: &Config) -> StatusBook {
+    /// `durable_epoch` is the epoch of the state loaded at start (written
+    /// before the loop runs); `boot_id` this process's auth boot id.
+    pub fn new(config: &Config, durable_epoch: u64, boot_id: u64) -> StatusBook {
         StatusBook {
             transitions: VecDeque::new(),
             switchover: None,
             report: None,
+            durable_epoch,
+            boot_id,
             data_kind: config
                 .data_node
                 .as_ref()
                 .map_or("none", |dn| dn.kind.as_str()),
         }
+    }
+
+    /// A write of the state holding `epoch` succeeded. Writes complete in
+    /// order, but the maximum keeps the field monotonic whatever happens.
+    pub fn persisted(&mut self, epoch: u64) {
+        self.durable_epoch = self.durable_epoch.max(epoch);
     }
 
     pub fn set_report(&mut self, report: DataNodeReport) {
@@ -138,6 +154,8 @@ impl StatusBook {
             node_id: config.node_id.clone(),
             role: core.role(),
             epoch: core.epoch(),
+            durable_epoch: self.durable_epoch,
+            boot_id: self.boot_id,
             primary: core.primary().map(str::to_string),
             fenced: core.fenced(),
             quorum: core.config().quorum().size(),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+use super::comeback::PartFaults;
 use super::POLL_INTERVAL_MS;
 use crate::cluster::Cluster;
 use crate::error::{Error, Result};
@@ -15,7 +16,7 @@ use crate::history::{FaultEvent, Ms, PartitionRecord, Sample};
 use crate::nemesis::{self, Block};
 use crate::probe::{self, DataConn};
 use crate::report::StepLog;
-use crate::scenario::Scenario;
+use crate::scenario::{NetemSpec, Scenario};
 use crate::target::{discovery, Target};
 use crate::workload::{self, Recorder};
 
@@ -34,7 +35,14 @@ pub(super) struct Run<'a> {
     pub(super) open: Vec<(usize, BTreeSet<String>)>,
     pub(super) partitions: Vec<PartitionRecord>,
     pub(super) blocks: Vec<Block>,
-    pub(super) netem_on: bool,
+    /// Each node's address when the current partition's rules were written.
+    pub(super) partition_ips: BTreeMap<String, String>,
+    /// The netem in force per node (put back on a node that comes back).
+    pub(super) netem: BTreeMap<String, NetemSpec>,
+    /// Freezes and read-only state directories, and thaws not yet delivered.
+    pub(super) part_faults: PartFaults,
+    /// Nodes whose container stopped on its own (no kill by the harness).
+    pub(super) stopped_alone: BTreeSet<String>,
     pub(super) workers: Vec<JoinHandle<()>>,
     pub(super) initial_primary: Option<String>,
     pub(super) steps: Vec<StepLog>,
@@ -296,6 +304,7 @@ impl<'a> Run<'a> {
         let all = self.cluster.ids();
         self.recovered(&all, &["partition"]);
         self.blocks.clear();
+        self.partition_ips.clear();
     }
 
     pub(super) async fn apply_partition(
@@ -338,6 +347,7 @@ impl<'a> Run<'a> {
             .await?;
         let at = self.now();
         self.blocks = blocks;
+        self.partition_ips = ips;
         let minority = self.minority_now();
         let removes = primary_before
             .as_ref()
@@ -363,13 +373,16 @@ impl<'a> Run<'a> {
         self.cluster.sh(id, nemesis::HEAL_SCRIPT).await.map(|_| ())
     }
 
-    pub(super) async fn kill_process(
+    /// Signals a process in each target and records the fault, without
+    /// waiting for anything: for a process whose supervisor restarts it
+    /// inside the running container.
+    pub(super) async fn kill_process_in_place(
         &mut self,
         label: &str,
         kind: &str,
         targets: Vec<String>,
         script: &str,
-    ) -> Result<String> {
+    ) -> Result<()> {
         let primary_before = self.primary_now().await;
         let at = self.now();
         for t in &targets {
@@ -381,10 +394,25 @@ impl<'a> Run<'a> {
             at,
             kind,
             label.to_string(),
-            targets.clone(),
+            targets,
             primary_before,
             removes,
         );
+        Ok(())
+    }
+
+    /// Signals a process in each target, records the fault, and waits up to
+    /// 10 s for each container to stop (the entrypoint exits when the
+    /// elector or, without a supervisor, the data node dies).
+    pub(super) async fn kill_process(
+        &mut self,
+        label: &str,
+        kind: &str,
+        targets: Vec<String>,
+        script: &str,
+    ) -> Result<String> {
+        self.kill_process_in_place(label, kind, targets.clone(), script)
+            .await?;
         let mut notes = vec![];
         for t in &targets {
             if self

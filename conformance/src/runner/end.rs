@@ -31,12 +31,17 @@ impl Run<'_> {
     /// undo scripts (SIGCONT, state dir writable), heals the network. The
     /// end phase and each `quiet` step use it.
     pub(super) async fn heal_everything(&mut self) -> Result<String> {
+        // Every freeze and read-only directory ends here: a node away gets
+        // its thaw as it comes back (`comeback`).
+        self.part_faults.end_all();
         let paused: Vec<String> = self.paused.iter().cloned().collect();
         for n in &paused {
             self.cluster
                 .unpause(n)
                 .await
                 .map_err(|e| step_err("unpause", e))?;
+            self.paused.remove(n);
+            self.thaw_if_due(n, false).await?;
         }
         self.paused.clear();
         for id in self.cluster.ids() {
@@ -50,8 +55,18 @@ impl Run<'_> {
                 .start_node(n)
                 .await
                 .map_err(|e| step_err("restart", e))?;
+            self.down.remove(n);
+            self.thaw_if_due(n, true).await?;
         }
         self.down.clear();
+        self.stopped_alone.clear();
+        for n in self.cluster.ids() {
+            // Reachable nodes whose part faults were still in force (the
+            // undo scripts below run again; best effort).
+            if let Err(e) = self.thaw_if_due(&n, false).await {
+                tracing::warn!(node = %n, error = %e, "thaw failed");
+            }
+        }
         let all = self.cluster.ids();
         for id in &all {
             // Fresh containers may need a moment before exec works.
@@ -76,7 +91,7 @@ impl Run<'_> {
             }
         }
         self.end_partition();
-        self.netem_on = false;
+        self.netem.clear();
         let kinds: Vec<&str> = faults::FaultKind::ALL
             .iter()
             .map(|k| k.name())

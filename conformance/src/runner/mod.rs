@@ -9,6 +9,7 @@
 //! a [`History`] and a [`RunResult`].
 
 pub mod assemble;
+mod comeback;
 mod control;
 mod end;
 mod parts;
@@ -135,7 +136,10 @@ pub async fn run_scenario(
         open: vec![],
         partitions: vec![],
         blocks: vec![],
-        netem_on: false,
+        partition_ips: BTreeMap::new(),
+        netem: BTreeMap::new(),
+        part_faults: Default::default(),
+        stopped_alone: BTreeSet::new(),
         workers: vec![],
         initial_primary: None,
         steps: vec![],

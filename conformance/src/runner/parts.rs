@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use faults::FaultKind;
 
+use super::comeback::Thaw;
 use super::control::Run;
 use crate::error::Result;
 use crate::probe;
@@ -64,6 +65,7 @@ impl Run<'_> {
                 continue;
             }
             if let Ok((false, _)) = self.cluster.state(&n).await {
+                self.stopped_alone.insert(n.clone());
                 self.down.insert(n);
                 continue;
             }
@@ -82,6 +84,7 @@ impl Run<'_> {
     pub(super) async fn mark_stopped_down(&mut self) {
         for n in self.cluster.ids() {
             if !self.down.contains(&n) && matches!(self.cluster.state(&n).await, Ok((false, _))) {
+                self.stopped_alone.insert(n.clone());
                 self.down.insert(n);
             }
         }
@@ -147,14 +150,20 @@ impl Run<'_> {
             )
             .await?;
         self.undo_at_end.push((targets.clone(), off.clone()));
+        for n in &targets {
+            self.part_faults.applied(n);
+        }
         if let Some(d) = p.duration {
             tokio::time::sleep(d.as_duration()).await;
+            let mut reached = vec![];
             for n in &targets {
-                if !self.down.contains(n) && !self.paused.contains(n) {
+                let reachable = !self.down.contains(n) && !self.paused.contains(n);
+                if self.part_faults.end(n, reachable) == Thaw::Now {
                     self.cluster.exec(n, &["sh", "-c", &off]).await?;
+                    reached.push(n.clone());
                 }
             }
-            self.recovered(&targets, &[kind.name()]);
+            self.recovered(&reached, &[kind.name()]);
         }
         Ok(out)
     }
@@ -245,20 +254,39 @@ impl Run<'_> {
         })
     }
 
+    /// Ends freezes and read-only state directories. A node that is paused or
+    /// stopped gets its thaw when it is back (`comeback`); one that stopped on
+    /// its own (its restarted elector refused the read-only directory) is
+    /// started again now, as systemd's `Restart=` would once the disk is fixed.
     pub(super) async fn thaw(&mut self, t: &Targets) -> Result<String> {
-        let targets = self.live_targets(t).await?;
+        let all = self.resolve(&t.tokens(), &BTreeSet::new()).await?;
+        let live = self.live_targets(t).await?;
         let script = thaw_script();
-        for n in &targets {
-            self.cluster.exec(n, &["sh", "-c", &script]).await?;
+        let mut notes = vec![];
+        for n in &all {
+            match self.part_faults.end(n, live.contains(n)) {
+                Thaw::Now => {
+                    self.cluster.exec(n, &["sh", "-c", &script]).await?;
+                    notes.push(n.clone());
+                }
+                Thaw::WhenBack if self.stopped_alone.contains(n) => {
+                    self.cluster.start_node(n).await?;
+                    self.down.remove(n);
+                    self.back_from_start(n).await?;
+                    notes.push(format!("{n} (had stopped: started again)"));
+                }
+                Thaw::WhenBack => notes.push(format!("{n} (when back)")),
+                Thaw::Nothing => {}
+            }
         }
         self.recovered(
-            &targets,
+            &live,
             &[
                 FaultKind::FreezeElector.name(),
                 FaultKind::ReadOnlyState.name(),
             ],
         );
-        Ok(targets.join(","))
+        Ok(notes.join(","))
     }
 }
 

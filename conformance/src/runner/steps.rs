@@ -200,14 +200,19 @@ impl Run<'_> {
             }
             Step::KillData(t) => {
                 let targets = self.live_targets(t).await?;
-                let notes = self
-                    .kill_process(
-                        &format!("kill data {}", targets.join(",")),
-                        "kill_data",
-                        targets.clone(),
-                        "pkill -9 -x kevy; pkill -9 -x redis-server; true",
-                    )
-                    .await?;
+                let label = format!("kill data {}", targets.join(","));
+                let script = "pkill -9 -x kevy; pkill -9 -x redis-server; true";
+                let notes = if self.scn.data_node_restarts() {
+                    // The entrypoint brings the data node back and the
+                    // container stays up: waiting for it to stop held every
+                    // chaos schedule 10 s behind its plan at each `kill_data`.
+                    self.kill_process_in_place(&label, "kill_data", targets.clone(), script)
+                        .await?;
+                    "restarted by its supervisor".to_string()
+                } else {
+                    self.kill_process(&label, "kill_data", targets.clone(), script)
+                        .await?
+                };
                 Ok(format!("{} {notes}", targets.join(",")))
             }
             Step::Restart(t) => {
@@ -225,6 +230,7 @@ impl Run<'_> {
                     }
                     self.cluster.start_node(n).await?;
                     self.down.remove(n);
+                    self.back_from_start(n).await?;
                 }
                 if !restarted_running.is_empty() {
                     let removes = primary_before
@@ -270,6 +276,7 @@ impl Run<'_> {
                     for n in &targets {
                         if self.paused.remove(n) {
                             self.cluster.unpause(n).await?;
+                            self.back_from_pause(n).await?;
                         }
                     }
                     self.recovered(&targets, &["pause"]);
@@ -281,6 +288,7 @@ impl Run<'_> {
                 for n in &targets {
                     if self.paused.remove(n) {
                         self.cluster.unpause(n).await?;
+                        self.back_from_pause(n).await?;
                     }
                 }
                 self.recovered(&targets, &["pause"]);
@@ -371,7 +379,7 @@ impl Run<'_> {
                 self.end_partition();
                 let all = self.cluster.ids();
                 self.recovered(&all, &["netem"]);
-                self.netem_on = false;
+                self.netem.clear();
                 Ok(String::new())
             }
             Step::MeshRestoredWithin(bound) => {
@@ -414,30 +422,19 @@ impl Run<'_> {
             }
             Step::Netem(n) => {
                 let targets = self.resolve(&n.targets.tokens(), &none).await?;
-                let script = nemesis::netem_script(n.delay_ms, n.jitter_ms, n.loss_pct);
                 let at = self.now();
                 let mut note = String::new();
                 for t in &targets {
+                    // A node away now gets it when it is back (`comeback`).
+                    self.netem.insert(t.clone(), n.clone());
                     if self.down.contains(t) || self.paused.contains(t) {
                         continue;
                     }
-                    if let Err(e) = self.cluster.sh(t, &script).await {
-                        if !e.to_string().contains("qdisc kind is unknown") {
-                            return Err(e);
-                        }
-                        // No sch_netem in this kernel: loss through iptables, no delay.
-                        if n.loss_pct > 0.0 {
-                            self.cluster
-                                .sh(t, &nemesis::iptables_loss_script(n.loss_pct))
-                                .await?;
-                        }
-                        note = format!(
-                            "kernel has no netem: {}% loss via iptables, delay/jitter NOT applied",
-                            n.loss_pct
-                        );
+                    let dropped = self.apply_netem(t, n).await?;
+                    if !dropped.is_empty() {
+                        note = dropped;
                     }
                 }
-                self.netem_on = true;
                 let label = if note.is_empty() {
                     label.clone()
                 } else {
@@ -474,7 +471,7 @@ impl Run<'_> {
                 }
                 let all = self.cluster.ids();
                 self.recovered(&all, &["netem"]);
-                self.netem_on = false;
+                self.netem.clear();
                 Ok(String::new())
             }
         }

@@ -83,6 +83,26 @@ fn every_fault_of_the_shared_vocabulary_is_a_step_of_the_same_name() {
 }
 
 #[test]
+fn only_a_scenario_with_the_supervisor_says_its_data_nodes_restart_in_place() {
+    // `kill_data` waits for the container to stop only without it: the
+    // chaos schedules (which set it) ran 10 s late at every `kill_data`.
+    let with =
+        "name: x\nnodes: 3\nenv: { DATA_NODE_RESTART: \"1\" }\nsteps:\n  - kill_data: primary\n";
+    let without = "name: x\nnodes: 3\nsteps:\n  - kill_data: primary\n";
+    assert!(Scenario::parse("f", with).unwrap().data_node_restarts());
+    assert!(!Scenario::parse("f", without).unwrap().data_node_restarts());
+    let generated = crate::chaos::generate(&crate::chaos::Plan {
+        seed: 1,
+        nodes: 3,
+        duration_ms: 60_000,
+        backend: "kevy".into(),
+        timings: Default::default(),
+        quiet_ms: 20_000,
+    });
+    assert!(generated.scenario.data_node_restarts());
+}
+
+#[test]
 fn restart_data_without_a_supervisor_that_restarts_is_rejected() {
     let text = "name: x\nnodes: 3\nsteps:\n  - restart_data: { on: primary }\n";
     let err = Scenario::parse("f", text).unwrap_err().to_string();

@@ -9,7 +9,9 @@
 //! (HAProxy checks aside, mostly `jq` and the conformance suite) always see
 //! the same keys. The two fields added beyond the contract's example
 //! (`switchover`, `last_vote`) and the per-peer `api` address default to
-//! `null` when absent, so older documents still parse.
+//! `null` when absent, so older documents still parse; `durable_epoch` and
+//! `boot_id` (which tell an epoch forgotten by a restart from one that went
+//! back) default to 0 for the same reason.
 
 use std::collections::BTreeMap;
 
@@ -145,7 +147,22 @@ pub struct LastVote {
 pub struct StatusSnapshot {
     pub node_id: String,
     pub role: Role,
+    /// The epoch this node works in (in memory). It can run ahead of
+    /// `durable_epoch` while a write of the state is pending or failing.
     pub epoch: u64,
+    /// The highest epoch this node's state file is known to hold (the last
+    /// write that succeeded, or what it loaded at start). A restart comes
+    /// back at this epoch, not at `epoch`: an epoch learned but never
+    /// written (an unwritable state directory) is forgotten, which is safe
+    /// because nothing that depended on it left the node (§5.2). Never
+    /// decreases, across restarts included. Absent (0) from older nodes.
+    #[serde(default)]
+    pub durable_epoch: u64,
+    /// This process's auth boot id (protocol §3): larger at every start of
+    /// the node, so a change tells a restart apart from a running process.
+    /// Absent (0) from older nodes.
+    #[serde(default)]
+    pub boot_id: u64,
     /// Node id of the primary this node believes in, if any.
     pub primary: Option<String>,
     /// Writes on the local data node are fenced.
@@ -184,6 +201,8 @@ impl StatusSnapshot {
             node_id: node_id.to_string(),
             role: Role::Replica,
             epoch: 0,
+            durable_epoch: 0,
+            boot_id: 0,
             primary: None,
             fenced: true,
             quorum: cluster_size / 2 + 1,
@@ -237,7 +256,8 @@ mod tests {
 
     /// The example from `docs/interfaces.md`, verbatim.
     const CONTRACT_EXAMPLE: &str = r#"{
-  "node_id": "n1", "role": "primary", "epoch": 3, "primary": "n1", "fenced": false,
+  "node_id": "n1", "role": "primary", "epoch": 3, "durable_epoch": 3,
+  "boot_id": 1760000000000, "primary": "n1", "fenced": false,
   "quorum": 2, "cluster_size": 3,
   "data_node": {"kind": "kevy", "address": "127.0.0.1:6379", "reachable": true,
                 "role": "master", "offset": 1234, "lag": 0, "link_up": true},
@@ -296,6 +316,19 @@ mod tests {
         assert_eq!(v["role"], "replica");
         assert_eq!(v["fenced"], true);
         assert_eq!(v["quorum"], 2);
+    }
+
+    #[test]
+    fn a_document_from_a_node_without_durable_epoch_or_boot_id_still_parses_as_zero() {
+        let old = CONTRACT_EXAMPLE
+            .replace(r#""durable_epoch": 3,"#, "")
+            .replace(r#""boot_id": 1760000000000,"#, "");
+        assert!(!old.contains("durable_epoch") && !old.contains("boot_id"));
+        let parsed: StatusSnapshot = serde_json::from_str(&old).expect("older document parses");
+        assert_eq!(
+            (parsed.epoch, parsed.durable_epoch, parsed.boot_id),
+            (3, 0, 0)
+        );
     }
 
     #[test]
