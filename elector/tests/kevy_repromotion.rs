@@ -121,6 +121,43 @@ fn acks_with_replicas_frozen(cluster: &Cluster, p: usize, others: &[usize]) -> i
     acks
 }
 
+/// After the fault's end (just now): `p` takes writes again, still the
+/// primary, without a promotion (`promotions` as before the fault), and
+/// `WAIT 1` with every replica frozen answers 0.
+fn reopens_in_the_same_generation(
+    cluster: &Cluster,
+    p: usize,
+    others: &[usize],
+    promotions: usize,
+) {
+    let thawed = Instant::now();
+    wait_for(
+        Duration::from_secs(10),
+        "the primary writable again",
+        || write_refusal(cluster, p).is_none(),
+    );
+    eprintln!(
+        "writable again {} ms after the fault's end",
+        thawed.elapsed().as_millis()
+    );
+    assert_eq!(
+        cluster.wait_primary(Duration::from_secs(5)),
+        p,
+        "the same primary"
+    );
+    assert_eq!(
+        promotions_logged(cluster, p),
+        promotions,
+        "no promotion, so no new feed generation"
+    );
+    let acks = acks_with_replicas_frozen(cluster, p, others);
+    if acks != 0 {
+        cluster.dump_logs();
+    }
+    assert_eq!(acks, 0, "WAIT counted a frozen replica");
+    assert!(!elector_log(cluster, p).contains("kevy counts a replica acknowledgement from before"));
+}
+
 #[test]
 fn a_kevy_primary_fenced_by_a_quorum_flap_stays_in_its_feed_generation_and_wait_counts_no_frozen_replica(
 ) {
@@ -145,32 +182,7 @@ fn a_kevy_primary_fenced_by_a_quorum_flap_stays_in_its_feed_generation_and_wait_
     for &o in &others {
         cluster.signal_elector(o, "CONT");
     }
-    let thawed = Instant::now();
-    wait_for(
-        Duration::from_secs(10),
-        "the primary writable again",
-        || write_refusal(&cluster, p).is_none(),
-    );
-    eprintln!(
-        "writable again {} ms after the thaw",
-        thawed.elapsed().as_millis()
-    );
-    assert_eq!(
-        cluster.wait_primary(Duration::from_secs(5)),
-        p,
-        "the flap kept the primary"
-    );
-    assert_eq!(
-        promotions_logged(&cluster, p),
-        promotions,
-        "no promotion, so no new feed generation"
-    );
-    let acks = acks_with_replicas_frozen(&cluster, p, &others);
-    if acks != 0 {
-        cluster.dump_logs();
-    }
-    assert_eq!(acks, 0, "WAIT counted a frozen replica");
-    assert!(!elector_log(&cluster, p).contains("kevy counts a replica acknowledgement from before"));
+    reopens_in_the_same_generation(&cluster, p, &others, promotions);
 }
 
 #[test]
@@ -187,43 +199,18 @@ fn a_kevy_primary_whose_frozen_elector_the_watchdog_fenced_reopens_in_its_feed_g
     });
     let refusal = write_refusal(&cluster, p).unwrap_or_default();
     cluster.signal_elector(p, "CONT");
-    let thawed = Instant::now();
     assert!(
         refusal.contains("QUIESCED"),
         "the watchdog quiesced the primary: {refusal}"
     );
-    wait_for(
-        Duration::from_secs(10),
-        "the primary writable again",
-        || write_refusal(&cluster, p).is_none(),
-    );
-    eprintln!(
-        "writable again {} ms after the thaw",
-        thawed.elapsed().as_millis()
-    );
-    assert_eq!(
-        cluster.wait_primary(Duration::from_secs(5)),
-        p,
-        "the freeze kept the primary"
-    );
-    assert_eq!(
-        promotions_logged(&cluster, p),
-        promotions,
-        "no promotion, so no new feed generation"
-    );
-    let acks = acks_with_replicas_frozen(&cluster, p, &others);
-    if acks != 0 {
-        cluster.dump_logs();
-    }
-    assert_eq!(acks, 0, "WAIT counted a frozen replica");
+    reopens_in_the_same_generation(&cluster, p, &others, promotions);
 }
 
 #[test]
 fn a_kevy_primary_demoted_by_someone_else_and_promoted_again_over_counts_wait_and_its_elector_says_so(
 ) {
     let (cluster, p, others) = cluster_after_a_first_term();
-    // What the watchdog does when the elector stalls: demotion, the only
-    // fence that stays visible in INFO.
+    // An operator's demotion (the watchdog quiesces a kevy primary now).
     let _: () = redis::cmd("REPLICAOF")
         .arg("127.0.0.1")
         .arg(1)
