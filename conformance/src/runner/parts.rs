@@ -33,8 +33,12 @@ const STATE_WRITABLE: &str =
     "chmod 0700 /var/lib/elector; chmod 0600 /var/lib/elector/state.json 2>/dev/null; true";
 
 /// What `thaw` (and the end phase) runs: SIGCONT and a writable state dir.
+/// The two are separate commands: joined by a space, `true chmod 0700 ...`
+/// made the directory's chmod an argument of `true`, so no `thaw` ever made a
+/// read-only state directory writable again (found while checking that a
+/// thaw reaches a node that was away, issue 21).
 pub(super) fn thaw_script() -> String {
-    format!("{} {STATE_WRITABLE}", signal_elector("CONT"))
+    format!("{}; {STATE_WRITABLE}", signal_elector("CONT"))
 }
 
 const LIFT_FENCE: &str = "p=$(cat /etc/elector/data-port); \
@@ -340,7 +344,40 @@ mod tests {
     #[test]
     fn thaw_undoes_both_freeze_and_read_only_state() {
         let t = thaw_script();
-        assert!(t.contains("pkill -CONT -f"), "{t}");
-        assert!(t.contains("chmod 0700 /var/lib/elector"), "{t}");
+        let commands: Vec<&str> = t.split(';').map(str::trim).collect();
+        assert!(
+            commands.iter().any(|c| c.starts_with("pkill -CONT -f")),
+            "{t}"
+        );
+        // Each a command of its own, not an argument of the one before.
+        assert!(commands.contains(&"chmod 0700 /var/lib/elector"), "{t}");
+    }
+
+    #[test]
+    fn the_thaw_script_makes_a_read_only_directory_writable_when_run() {
+        // The script as the container runs it, on a scratch directory.
+        let dir = std::env::temp_dir().join(format!("thaw-{}", std::process::id()));
+        let state = dir.join("state.json");
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(&state, "{}").expect("file");
+        // Without the SIGCONT: on this host it would reach the electors of
+        // running containers.
+        let script = thaw_script()
+            .replace(&signal_elector("CONT"), "true")
+            .replace("/var/lib/elector", &dir.display().to_string());
+        let on = STATE_READ_ONLY.replace("/var/lib/elector", &dir.display().to_string());
+        let run = |s: &str| {
+            std::process::Command::new("sh")
+                .arg("-c")
+                .arg(s)
+                .status()
+                .expect("sh")
+        };
+        assert!(run(&on).success());
+        assert!(run(&script).success());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).expect("meta").permissions().mode() & 0o777;
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(mode, 0o700, "{script}");
     }
 }
