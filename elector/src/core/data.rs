@@ -16,6 +16,12 @@ pub(super) struct DataView {
     /// The adapter's count of demotions by someone else, as last reported.
     pub(crate) overridden: u64,
     pub(crate) down_since: Option<Millis>,
+    /// Our position just before the data node last restarted (§6.8). A
+    /// data node that restarts with its files (AOF) still holds what it
+    /// had, acknowledged writes included, but reports an offset of a fresh
+    /// stream (1 on Redis); votes are judged against this until our fresh
+    /// position passes it. In memory only: it dies with this process.
+    pub(crate) position_before_restart: Option<(u64, u64)>,
 }
 
 /// The target the core wants the data node in.
@@ -105,9 +111,20 @@ impl Core {
             what: "data node restarted or went backwards".into(),
         });
         // Its position is whatever it reports now (an empty node reports
-        // offset 0): never the offset it had before. Voters judge offers
-        // against their own fresh offset, so every holder of an
-        // acknowledged write still refuses a candidate that lacks it.
+        // offset 0): never the offset it had before, so it cannot win with
+        // data it may have lost. But it may hold everything still (a restart
+        // with its files): as a voter it keeps judging offers against the
+        // position it had, or a holder of an acknowledged write would help
+        // elect a candidate that lacks it (chaos seed 21: a restarted Redis
+        // said offset 1, and its elector voted for a replica 928 KB behind).
+        if let Some(offset) = self.data.obs.offset {
+            let before = (self.voting_position().0, offset);
+            self.data.position_before_restart = Some(
+                self.data
+                    .position_before_restart
+                    .map_or(before, |p| p.max(before)),
+            );
+        }
         self.target.stream_claim = None;
         self.data.obs.offset = None;
         // The adapter applies nothing after a restart until it gets a

@@ -11,10 +11,13 @@ impl Core {
     /// The position offers are judged against (§4.3): the stream the data
     /// node may have joined, not only the one confirmed.
     pub(super) fn voting_position(&self) -> (u64, u64) {
-        (
+        let fresh = (
             self.state.data_epoch.max(self.state.data_epoch_seen),
             self.my_offset(),
-        )
+        );
+        self.data
+            .position_before_restart
+            .map_or(fresh, |before| fresh.max(before))
     }
 
     /// Brings the data target up to date, then says whether the data node is
