@@ -37,7 +37,7 @@ use crate::error::Result;
 use crate::history::History;
 use crate::report::RunResult;
 use crate::runner::RunOptions;
-use crate::scenario::{Dur, Scenario, Step};
+use crate::scenario::{Dur, Scenario, Step, Timings};
 use crate::target::kevy_builtin::KEVY_DOWN_AFTER_MS;
 use crate::target::TargetKind;
 
@@ -115,10 +115,28 @@ impl DetectionPlan {
     }
 }
 
+/// Most heartbeats per detection time an operator would set: the elector's
+/// config check warns below 10 heartbeats per `down_after`, and refuses a
+/// lease under 3 heartbeats (500 ms at the default 100 ms heartbeat is
+/// refused: lease 500 - 300 - 100 = 100 ms).
+pub const HEARTBEATS_PER_DETECTION: u64 = 10;
+
+/// Sets a detection time the way an operator would: `down_after` itself,
+/// and the heartbeat lowered from its default to a tenth of it when the
+/// default would leave fewer than [`HEARTBEATS_PER_DETECTION`] (peers
+/// ignore the heartbeat).
+pub fn set_detection(t: &mut Timings, detection_ms: u64) {
+    t.down_after_ms = detection_ms;
+    t.hb_interval_ms = t
+        .hb_interval_ms
+        .min(detection_ms / HEARTBEATS_PER_DETECTION)
+        .max(1);
+}
+
 /// The soak with the plan's detection time and loss period.
 pub fn soak_at(soak: &Scenario, detection_ms: u64, soak_secs: u64) -> Scenario {
     let mut s = soak.clone();
-    s.timings.down_after_ms = detection_ms;
+    set_detection(&mut s.timings, detection_ms);
     let netem = s.steps.iter().position(|st| matches!(st, Step::Netem(_)));
     if let Some(i) = netem {
         if let Some(Step::Sleep(d)) = s.steps.get_mut(i + 1) {
@@ -206,7 +224,7 @@ pub async fn failover(
                     continue;
                 }
                 let mut scn = base.clone();
-                scn.timings.down_after_ms = v;
+                set_detection(&mut scn.timings, v);
                 play(&scn, t, seed, opts, &run_no).await?;
             }
         }
@@ -464,6 +482,8 @@ mod tests {
         let soak = find_scenario(&all, SOAK_SCENARIO).unwrap();
         let s = soak_at(&soak, 750, 120);
         assert_eq!(s.timings.down_after_ms, 750);
+        assert_eq!(s.timings.hb_interval_ms, 75);
+        assert_eq!(soak_at(&soak, 3000, 120).timings.hb_interval_ms, 100);
         let i = s
             .steps
             .iter()
