@@ -70,6 +70,11 @@ impl DetectionPlan {
         v
     }
 
+    /// Runs of each failover scenario planned per target.
+    pub fn required_runs(&self) -> usize {
+        usize::try_from(self.runs).unwrap_or(usize::MAX)
+    }
+
     /// Soak runs a value needs to be called safe.
     pub fn required(&self) -> usize {
         usize::try_from(self.soak_runs).unwrap_or(usize::MAX)
@@ -196,8 +201,9 @@ pub async fn sweep(all: &[Scenario], plan: &DetectionPlan, opts: &RunOptions) ->
 }
 
 /// Phase 2: primary-kill and isolate-primary at each target's fastest safe
-/// value (targets with none are skipped), one run at a time. Runs already
-/// stored at the same value are not played again.
+/// value (targets with none are skipped), one run at a time, all of
+/// primary-kill's runs first. Runs already stored at the same value are not
+/// played again.
 pub async fn failover(
     all: &[Scenario],
     plan: &DetectionPlan,
@@ -214,9 +220,11 @@ pub async fn failover(
         .map(|(r, _)| (r.scenario, r.target, r.seed, r.detection_ms))
         .collect();
     let opts = &o;
-    for seed in 1..=plan.runs {
-        for name in FAILOVER_SCENARIOS {
-            let base = find_scenario(all, name)?;
+    // Scenario by scenario: when time cuts the phase short, primary-kill
+    // has its runs and isolate-primary fewer, not both half of them.
+    for name in FAILOVER_SCENARIOS {
+        let base = find_scenario(all, name)?;
+        for seed in 1..=plan.runs {
             for &t in &plan.targets {
                 let Some(&v) = fastest.get(&t) else { continue };
                 let key = (name.to_string(), t.name().to_string(), seed, v);

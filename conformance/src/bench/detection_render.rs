@@ -71,6 +71,23 @@ pub fn page(
             plan.soak_runs, plan.soak_secs, plan.runs
         );
     }
+    let short: Vec<String> = FAILOVER_SCENARIOS
+        .iter()
+        .flat_map(|scn| plan.targets.iter().map(move |t| (scn, t)))
+        .filter(|(_, t)| fastest.contains_key(t))
+        .filter_map(|(scn, &t)| {
+            let n = st.get(&(scn.to_string(), t)).map_or(0, |x| x.runs);
+            (n < plan.required_runs()).then(|| format!("{scn} on {t}: {n}"))
+        })
+        .collect();
+    if !short.is_empty() {
+        let _ = writeln!(
+            s,
+            "> **Fewer failover runs than planned** ({} per scenario were planned; the time budget ended the phase): {}.\n",
+            plan.runs,
+            short.join(", ")
+        );
+    }
     let _ = writeln!(s, "{}", machine.line());
     let _ = writeln!(
         s,
