@@ -160,9 +160,15 @@ pub fn page(
         let _ = writeln!(
             s,
             "| {t} | {} |",
-            fastest
-                .get(&t)
-                .map_or("none of the values swept".into(), |v| format!("{v} ms"))
+            match fastest.get(&t) {
+                None => "none of the values swept".to_string(),
+                Some(&v) if t == TargetKind::KevyBuiltin => {
+                    format!("{v} ms (compiled in, the only value it has)")
+                }
+                Some(&v) if plan.values(t).first() == Some(&v) =>
+                    format!("{v} ms (the smallest value swept: a shorter one may be safe too)"),
+                Some(&v) => format!("{v} ms"),
+            }
         );
     }
     let _ = writeln!(s, "\n## Durable failover at the fastest safe detection\n");
