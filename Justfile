@@ -133,7 +133,7 @@ bench-failover:
     scripts/build-images.sh
     cargo run -p conformance --release -- bench --target "${BENCH_TARGETS:-all}" --docs docs --command "just bench-failover"
 
-# the fastest safe detection per target: the loss soak at each of BENCH_DETECTION_VALUES (default 500,750,1000,1500,2000,3000 ms; kevy's built-in at 5000 only) BENCH_SOAK_RUNS times (default 10) for BENCH_SOAK_SECS (default 120), then primary-kill and isolate-primary BENCH_RUNS times (default 10) at each target's fastest safe value; BENCH_PHASE=sweep|failover|render splits it into chunks sharing target/bench-detection; writes docs/benchmarks-detection.md
+# the fastest safe detection per target: the loss soak at BENCH_DETECTION_VALUES (default 500,750,1000,1500,2000,3000 ms; kevy's built-in at 5000 only) up to BENCH_SOAK_RUNS times (default 10) for BENCH_SOAK_SECS (default 120), values ascending, a value abandoned at its first unsafe run, a target stopped at its first safe value (BENCH_PARALLEL targets' soaks at once, default 1); then durable write latency per target (1 and 16 clients, BENCH_WRITE_SECS, default 10) and primary-kill then isolate-primary BENCH_RUNS times (default 10) at each target's fastest safe value; BENCH_PHASE=sweep|writes|failover|render splits it into chunks sharing target/bench-detection (each resumes from the runs stored there); writes docs/benchmarks-detection.md
 bench-detection:
     scripts/install-deps.sh
     scripts/build-images.sh

@@ -50,6 +50,7 @@ enum SuiteArg {
 enum PhaseArg {
     Sweep,
     Failover,
+    Writes,
     Render,
     All,
 }
@@ -194,8 +195,15 @@ enum Cmd {
         /// Runs of each failover scenario at the fastest safe value.
         #[arg(long, env = "BENCH_RUNS", default_value_t = 10)]
         runs: u64,
+        /// Soaks of different targets played at once (failover runs stay serial).
+        #[arg(long, env = "BENCH_PARALLEL", default_value_t = 1)]
+        parallel: usize,
+        /// Seconds of each durable write latency run (1 and 16 clients per target).
+        #[arg(long, env = "BENCH_WRITE_SECS", default_value_t = 10)]
+        write_secs: u64,
         /// `sweep`, `failover` (at the fastest safe values the runs in --out
-        /// show), `render` (the page from --out alone) or `all`.
+        /// show), `writes` (durable write latency per target), `render` (the
+        /// page from --out alone) or `all`.
         #[arg(long, env = "BENCH_PHASE", value_enum, default_value = "all")]
         phase: PhaseArg,
         #[command(flatten)]
@@ -405,6 +413,8 @@ async fn async_main(cli: Cli) -> Result<()> {
             soak_runs,
             soak_secs,
             runs,
+            parallel,
+            write_secs,
             phase,
             common,
             docs,
@@ -416,6 +426,7 @@ async fn async_main(cli: Cli) -> Result<()> {
                 soak_runs,
                 soak_secs,
                 runs,
+                parallel,
             };
             let (all, opts) =
                 common.open(suite::default_out_dir().with_file_name("bench-detection"))?;
@@ -429,8 +440,17 @@ async fn async_main(cli: Cli) -> Result<()> {
                     }
                     if matches!(phase, PhaseArg::Failover | PhaseArg::All) {
                         let stored = detection::load_all(&opts.out_dir)?;
-                        let fastest = detection::fastest_safe(&detection::soak_verdicts(&stored));
+                        let fastest = detection::fastest_safe(
+                            &detection::soak_verdicts(&stored),
+                            plan.required(),
+                        );
+                        drop(stored);
                         detection::failover(&all, &plan, &fastest, &opts).await?;
+                    }
+                    if matches!(phase, PhaseArg::Writes | PhaseArg::All) {
+                        let mut o = opts.clone();
+                        o.out_dir = opts.out_dir.join("writes");
+                        bench::writes::measure(&all, &plan.targets, write_secs, &o).await?;
                     }
                     anyhow::Ok(())
                 };

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::breakdown::{Phases, PHASES};
-use super::detection::{fastest_safe, soak_verdicts, DetectionPlan};
+use super::detection::{fastest_safe, soak_verdicts, DetectionPlan, ValueStatus};
 use super::render::ratio;
-use super::{stats, Machine, FAILOVER_SCENARIOS, SOAK_SCENARIO};
+use super::{stats, writes, Machine, FAILOVER_SCENARIOS, SOAK_SCENARIO};
 use crate::history::{History, Ms};
 use crate::metrics::median_p95;
 use crate::report::RunResult;
@@ -46,10 +46,10 @@ pub fn page(
 ) -> String {
     let mut s = String::new();
     let verdicts = soak_verdicts(runs);
-    let fastest = fastest_safe(&verdicts);
+    let fastest = fastest_safe(&verdicts, plan.required());
     let failover_runs: Vec<(RunResult, History)> = runs
         .iter()
-        .filter(|(r, _)| r.scenario != SOAK_SCENARIO)
+        .filter(|(r, _)| FAILOVER_SCENARIOS.contains(&r.scenario.as_str()))
         .cloned()
         .collect();
     let st = stats(&failover_runs);
@@ -71,6 +71,23 @@ pub fn page(
             plan.soak_runs, plan.soak_secs, plan.runs
         );
     }
+    let short: Vec<String> = FAILOVER_SCENARIOS
+        .iter()
+        .flat_map(|scn| plan.targets.iter().map(move |t| (scn, t)))
+        .filter(|(_, t)| fastest.contains_key(t))
+        .filter_map(|(scn, &t)| {
+            let n = st.get(&(scn.to_string(), t)).map_or(0, |x| x.runs);
+            (n < plan.required_runs()).then(|| format!("{scn} on {t}: {n}"))
+        })
+        .collect();
+    if !short.is_empty() {
+        let _ = writeln!(
+            s,
+            "> **Fewer failover runs than planned** ({} per scenario were planned; the time budget ended the phase): {}.\n",
+            plan.runs,
+            short.join(", ")
+        );
+    }
     let _ = writeln!(s, "{}", machine.line());
     let _ = writeln!(
         s,
@@ -80,9 +97,18 @@ pub fn page(
     );
     let _ = writeln!(
         s,
-        "- Safe: every soak run at that value had no failover, no lost acknowledged write and no runner error. The fastest safe value is the smallest safe value with only safe values above it.\n\
+        "- Safe: all {n} soak runs at that value had no failover, no lost acknowledged write and no runner error. The fastest safe value is the smallest safe value with no unsafe value above it.\n\
+         - Our electors' heartbeat at a detection value: the default 100 ms, lowered to a tenth of the detection below 1000 ms (50 ms at 500, 75 ms at 750), as the config check advises (it warns below 10 heartbeats per `down_after` and refuses 500 ms at a 100 ms heartbeat: the lease would be under 3 heartbeats). Sentinel has no such setting to change.\n\
+         - How the sweep was kept affordable (an exhaustive one, every value x every target x {n} runs, is about 8 h here) without weakening that definition: values are taken ascending per target; a (target, value) is abandoned at its first unsafe run (one false failover, lost write or error decides it: more runs cannot make it safe); and **assuming a longer detection is never less safe than a shorter one**, a target's sweep stops at its first safe value, so the values above it are \"not run: above the fastest safe\". Soaks of different targets ran {par}; the failover runs below ran one at a time.\n\
          - Then {} and {} at each target's fastest safe value. Durable failover = fault to the first write a replica acknowledged on another node; client discovery = fault to the first write another node accepted, each writer finding the primary the way the target's clients do (Sentinel clients ask a sentinel; ours ask our Sentinel-compatible listener or `/status`).\n",
-        FAILOVER_SCENARIOS[0], FAILOVER_SCENARIOS[1]
+        FAILOVER_SCENARIOS[0],
+        FAILOVER_SCENARIOS[1],
+        n = plan.soak_runs,
+        par = if plan.parallel > 1 {
+            format!("up to {} at once (one cluster of 3 containers each)", plan.parallel)
+        } else {
+            "one at a time".to_string()
+        },
     );
     let _ = writeln!(s, "## Sweep: false failovers under loss\n");
     let _ = writeln!(
@@ -92,13 +118,29 @@ pub fn page(
     let _ = writeln!(s, "|---|---|---|---|---|---|---|");
     for &t in &plan.targets {
         for v in plan.values(t) {
-            let Some(x) = verdicts.get(&(t, v)) else {
-                let _ = writeln!(s, "| {t} | {v} ms | 0 | - | - | - | not run |");
+            let x = verdicts.get(&(t, v)).cloned().unwrap_or_default();
+            let status = x.status(plan.required());
+            if status == ValueStatus::NotRun {
+                let why = match fastest.get(&t) {
+                    Some(&f) if v > f => "not run: above the fastest safe",
+                    _ => "not run",
+                };
+                let _ = writeln!(s, "| {t} | {v} ms | 0 | - | - | - | {why} |");
                 continue;
+            }
+            let verdict = match status {
+                ValueStatus::Safe => "safe".to_string(),
+                ValueStatus::Unsafe if x.runs < plan.required() => format!(
+                    "**unsafe** (abandoned after {} run{})",
+                    x.runs,
+                    if x.runs == 1 { "" } else { "s" }
+                ),
+                ValueStatus::Unsafe => "**unsafe**".to_string(),
+                _ => format!("incomplete ({} of {} runs)", x.runs, plan.soak_runs),
             };
             let _ = writeln!(
                 s,
-                "| {t} | {v} ms | {}{} | {} | {} | {} | {} |",
+                "| {t} | {v} ms | {}{} | {} | {} | {} | {verdict} |",
                 x.runs,
                 if x.not_started > 0 {
                     format!(" (+{} never started)", x.not_started)
@@ -108,7 +150,6 @@ pub fn page(
                 x.false_failovers,
                 x.lost,
                 x.errors,
-                if x.safe() { "safe" } else { "**unsafe**" }
             );
         }
     }
@@ -119,15 +160,56 @@ pub fn page(
         let _ = writeln!(
             s,
             "| {t} | {} |",
-            fastest
-                .get(&t)
-                .map_or("none of the values swept".into(), |v| format!("{v} ms"))
+            match fastest.get(&t) {
+                None => "none of the values swept".to_string(),
+                Some(&v) if t == TargetKind::KevyBuiltin => {
+                    format!("{v} ms (compiled in, the only value it has)")
+                }
+                Some(&v) if plan.values(t).first() == Some(&v) =>
+                    format!("{v} ms (the smallest value swept: a shorter one may be safe too)"),
+                Some(&v) => format!("{v} ms"),
+            }
         );
     }
     let _ = writeln!(s, "\n## Durable failover at the fastest safe detection\n");
     failover_table(&mut s, &st, &failover_runs, plan, &fastest);
     breakdown_table(&mut s, breakdown, plan);
+    writes_table(&mut s, runs, plan);
     s
+}
+
+/// Durable write latency per target and client count (the `writes` phase).
+fn writes_table(s: &mut String, runs: &[(RunResult, History)], plan: &DetectionPlan) {
+    let st = writes::stats(runs);
+    if st.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\n## Durable write latency in containers\n");
+    let _ = writeln!(
+        s,
+        "An idle 3-node cluster per target (default timings, detection as in the soak's defaults), the conformance writers back to back: `SET` then `WAIT quorum-1 1000`, no pause, each client finding the primary the way the target's clients do; {} s measured after a 1 s warm-up, one run per row. Round trip from the `SET`'s invoke to the `WAIT`'s answer through Docker's published port, in whole ms (the harness's clock). Not acknowledged: `WAIT` answered fewer replicas (or failed).\n",
+        st.values().map(|x| x.window_ms).max().unwrap_or(0) / 1000
+    );
+    let _ = writeln!(
+        s,
+        "| target | clients | acknowledged writes | p50 | p99 | acknowledged writes/s | not acknowledged |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|");
+    for &t in &plan.targets {
+        for c in writes::CLIENTS {
+            let Some(x) = st.get(&(t, c)) else { continue };
+            let (p50, p99) = x.percentiles().map_or(("-".into(), "-".into()), |(a, b)| {
+                (format!("{a} ms"), format!("{b} ms"))
+            });
+            let _ = writeln!(
+                s,
+                "| {t} | {c} | {} | {p50} | {p99} | {:.1} | {} |",
+                x.acked.len(),
+                x.acked_per_s(),
+                x.not_acked
+            );
+        }
+    }
 }
 
 /// Median ms after the fault per phase, per scenario and elector target.

@@ -11,8 +11,10 @@ pub mod chart;
 pub mod detection;
 pub mod detection_render;
 pub mod render;
+pub mod writes;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -104,13 +106,14 @@ pub(crate) async fn play(
     t: TargetKind,
     seed: u64,
     opts: &RunOptions,
-    run_no: &mut usize,
+    run_no: &AtomicUsize,
 ) -> Result<(RunResult, History)> {
     let mut attempt = 0;
     let (r, h) = loop {
         attempt += 1;
-        *run_no += 1;
-        let (r, h) = run_scenario(scn, t, seed, opts, *run_no).await;
+        // Shared by runs played concurrently: each cluster's containers get their own id.
+        let n = run_no.fetch_add(1, Ordering::Relaxed) + 1;
+        let (r, h) = run_scenario(scn, t, seed, opts, n).await;
         if !harness_failed(&r) || attempt >= START_ATTEMPTS {
             break (r, h);
         }
@@ -135,7 +138,7 @@ pub async fn run(
 ) -> Result<Vec<(RunResult, History)>> {
     let (failover, soak) = scenarios(all, plan)?;
     let mut out = vec![];
-    let mut run_no = 0;
+    let run_no = AtomicUsize::new(0);
     for seed in 1..=plan.runs.max(plan.soak_runs) {
         let mut this_seed: Vec<&Scenario> = vec![];
         if seed <= plan.runs {
@@ -146,7 +149,7 @@ pub async fn run(
         }
         for scn in this_seed {
             for &t in &plan.targets {
-                out.push(play(scn, t, seed, opts, &mut run_no).await?);
+                out.push(play(scn, t, seed, opts, &run_no).await?);
             }
         }
     }
