@@ -17,6 +17,8 @@ fn intersect(list: &[Interval], from: Ms, to: Ms) -> Vec<Interval> {
 
 /// After the first fault that takes the primary away from a majority, some node of that
 /// majority must be a writable primary within `election_bound_ms` (down_after + bound).
+/// A majority member whose state directory is read-only then can neither vote nor stand
+/// (a vote is durable first, protocol §5.2): the bound counts from its disk's return.
 pub fn majority_elects(h: &History, expect: &Expect) -> CheckResult {
     const NAME: &str = "majority_elects_within_bound";
     if expect.failover != Some(true) {
@@ -37,6 +39,7 @@ pub fn majority_elects(h: &History, expect: &Expect) -> CheckResult {
     } else {
         f.majority.iter().filter(|n| **n != old).collect()
     };
+    let from = disks_back(h, f.at_ms, &candidates);
     let sampled = h.sampled_primary_intervals();
     let first = candidates
         .iter()
@@ -69,8 +72,17 @@ pub fn majority_elects(h: &History, expect: &Expect) -> CheckResult {
             vec![],
         ),
         Some((t, node)) => {
-            let took = t - f.at_ms;
-            let note = format!("{node} became primary {took} ms after `{}`", f.label);
+            let took = t.saturating_sub(from);
+            let mut note = format!(
+                "{node} became primary {} ms after `{}`",
+                t - f.at_ms,
+                f.label
+            );
+            if from > f.at_ms {
+                note += &format!(
+                    ", {took} ms after the majority's state directories were writable again"
+                );
+            }
             if took > h.election_bound_ms {
                 CheckResult::new(
                     NAME,
@@ -87,6 +99,21 @@ pub fn majority_elects(h: &History, expect: &Expect) -> CheckResult {
             }
         }
     }
+}
+
+/// When the last `read_only_state` fault on one of `members` that was in force at `at`
+/// ended (`at` if none was).
+fn disks_back(h: &History, at: Ms, members: &[&String]) -> Ms {
+    h.faults
+        .iter()
+        .filter(|f| f.kind == "read_only_state" && f.at_ms <= at)
+        .filter(|f| f.nodes.iter().any(|n| members.contains(&n)))
+        .filter_map(|f| match f.end_ms {
+            Some(end) if end > at => Some(end),
+            Some(_) => None,
+            None => Some(h.end_ms),
+        })
+        .fold(at, Ms::max)
 }
 
 /// While a partition lasts, no node on a minority side is a writable primary; a minority
@@ -325,6 +352,39 @@ mod tests {
         let r = majority_elects(&h, &expect(true));
         assert!(!r.passed);
         assert!(r.violations[0].message.contains("later than"));
+    }
+
+    #[test]
+    fn the_bound_counts_from_when_a_majority_members_read_only_disk_is_writable_again() {
+        // data-restart-voter-forgets-offset: n3 can neither vote nor stand until its
+        // state directory is back; the election after that is on time.
+        let mut h = history(3);
+        steady(&mut h, "n1", "primary", 1, 0, 1000);
+        steady(&mut h, "n2", "replica", 1, 0, 20000);
+        steady(&mut h, "n3", "replica", 1, 0, 11000);
+        steady(&mut h, "n3", "primary", 2, 11000, 20000);
+        h.faults.push(FaultEvent {
+            at_ms: 500,
+            end_ms: Some(10000),
+            kind: "read_only_state".into(),
+            label: "read_only_state n3".into(),
+            nodes: vec!["n3".into()],
+            primary_before: Some("n1".into()),
+            removes_primary: false,
+            majority: vec![],
+        });
+        h.faults.push(kill_at(1000));
+        h.end_ms = 20000;
+        let r = majority_elects(&h, &expect(true));
+        assert!(r.passed, "{r:?}");
+        assert!(
+            r.notes[0].contains("1000 ms after the majority's state"),
+            "{:?}",
+            r.notes
+        );
+        // Without the disk fault the same election is late.
+        h.faults.remove(0);
+        assert!(!majority_elects(&h, &expect(true)).passed);
     }
 
     fn isolate_n3(h: &mut History) {
