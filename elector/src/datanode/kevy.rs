@@ -110,8 +110,6 @@ pub struct KevyNode {
     /// Promotions wait out kevy's acknowledgement records from the node's
     /// last primary term.
     hold: PromotionHold,
-    /// kevy's `[replication] reconnect_window_ms`, as configured for us.
-    reconnect_window: Duration,
     /// This host's watchdog clamp counter (`watchdog_clamps_path`), and its
     /// value at our last observation.
     watchdog_clamps_file: Option<std::path::PathBuf>,
@@ -154,7 +152,6 @@ impl KevyNode {
             writable_applied: false,
             nudger: None,
             hold: PromotionHold::new(DEFAULT_RECONNECT_WINDOW),
-            reconnect_window: DEFAULT_RECONNECT_WINDOW,
             stale_ack_logged: false,
             watchdog_clamps_file: None,
             watchdog_clamps_seen: None,
@@ -189,7 +186,6 @@ impl KevyNode {
     /// that was a primary a moment ago waits ([`super::kevy_hold`]).
     pub(crate) fn with_reconnect_window(mut self, window: Duration) -> KevyNode {
         self.hold = PromotionHold::new(window);
-        self.reconnect_window = window;
         self
     }
 
@@ -207,7 +203,7 @@ impl KevyNode {
             tracing::error!(
                 offset = info.offset,
                 replica_acked = info.highest_replica_ack,
-                window_ms = self.reconnect_window.as_millis() as u64,
+                window_ms = self.hold.window().as_millis() as u64,
                 "kevy counts a replica acknowledgement from before its last promotion: WAIT may \
                  acknowledge writes no replica has; set kevy's [replication] reconnect_window_ms \
                  to at most data_node.kevy_reconnect_window_ms"
@@ -472,7 +468,7 @@ impl DataNodeAdapter for KevyNode {
                 if let Some(left) = self.hold.remaining(Instant::now()) {
                     return Err(DataNodeError::PromotionHeld {
                         remaining_ms: left.as_millis() as u64,
-                        window_ms: self.reconnect_window.as_millis() as u64,
+                        window_ms: self.hold.window().as_millis() as u64,
                     });
                 }
                 self.replicate_from(None).await?;

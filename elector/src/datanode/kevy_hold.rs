@@ -69,6 +69,11 @@ impl PromotionHold {
         self.observed(false, now);
     }
 
+    /// kevy's `reconnect_window_ms` this hold waits out.
+    pub(crate) fn window(&self) -> Duration {
+        self.window
+    }
+
     /// The last role we saw or made was a primary.
     pub(crate) fn was_primary(&self) -> bool {
         self.primary == Some(true)
