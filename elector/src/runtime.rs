@@ -240,6 +240,7 @@ pub async fn run(
                 }
                 shell.metrics.stale_connects(report.aborts.aborted, report.aborts.error.is_some());
                 shell.metrics.ack_nudges(report.ack_nudges);
+                shell.metrics.stale_ack_pads(report.padded_frames);
                 let obs = report.obs.clone();
                 shell.book.set_report(report);
                 Event::DataNode(obs)

@@ -111,4 +111,11 @@ impl DataNodeAdapter for AnyNode {
             AnyNode::Redis(n) => n.take_ack_nudges(),
         }
     }
+
+    fn take_padded_frames(&mut self) -> u64 {
+        match self {
+            AnyNode::Kevy(n) => n.take_padded_frames(),
+            AnyNode::Redis(n) => n.take_padded_frames(),
+        }
+    }
 }

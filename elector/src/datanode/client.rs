@@ -124,21 +124,49 @@ impl RespClient {
         for a in &args[1..] {
             cmd.arg(*a);
         }
-        match tokio::time::timeout(COMMAND_TIMEOUT, cmd.query_async::<T>(&mut conn)).await {
+        let outcome = tokio::time::timeout(COMMAND_TIMEOUT, cmd.query_async::<T>(&mut conn)).await;
+        self.settle(|| args.join(" "), outcome)
+    }
+
+    /// A command's outcome as our error: a timeout or a transport failure
+    /// drops the connection (the next call reconnects); anything else the
+    /// server said is a refusal of `command`.
+    fn settle<T>(
+        &mut self,
+        command: impl Fn() -> String,
+        outcome: Result<redis::RedisResult<T>, tokio::time::error::Elapsed>,
+    ) -> Result<T, DataNodeError> {
+        match outcome {
             Err(_) => {
                 self.conn = None;
-                Err(DataNodeError::Unreachable(format!("{} timed out", args[0])))
+                Err(DataNodeError::Unreachable(format!(
+                    "{} timed out",
+                    command()
+                )))
             }
             Ok(Err(e)) if e.is_io_error() || e.is_connection_dropped() || e.is_timeout() => {
                 self.conn = None;
                 Err(DataNodeError::Unreachable(e.to_string()))
             }
             Ok(Err(e)) => Err(DataNodeError::Refused {
-                command: args.join(" "),
+                command: command(),
                 message: e.to_string(),
             }),
             Ok(Ok(v)) => Ok(v),
         }
+    }
+
+    /// Sends the same command `times` times in one pipeline (one round
+    /// trip, [`COMMAND_TIMEOUT`] for all of them).
+    pub(crate) async fn repeat(&mut self, args: &[&str], times: u64) -> Result<(), DataNodeError> {
+        let mut conn = self.connection().await?;
+        let mut pipe = redis::pipe();
+        for _ in 0..times {
+            pipe.cmd(args[0]).arg(&args[1..]).ignore();
+        }
+        let outcome =
+            tokio::time::timeout(COMMAND_TIMEOUT, pipe.query_async::<()>(&mut conn)).await;
+        self.settle(|| format!("{} (x{times})", args.join(" ")), outcome)
     }
 
     /// `REPLICAOF host port`.

@@ -39,6 +39,7 @@ use super::ack_nudge::{self, Shared as NudgeShared};
 use super::client::{Credentials, RespClient};
 use super::info::Upstream;
 use super::kevy_hold::PromotionHold;
+use super::kevy_pad;
 use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
@@ -47,11 +48,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-/// How long a replica waits for its new primary's kevy to report itself a
-/// primary before following it anyway. kevy bumps its feed generation on
-/// promotion; a replica that connected a moment before streams the old
-/// generation until the next upstream ping (1 s) tells it to re-handshake
-/// and take a second snapshot. Following only a promoted node saves that.
+/// How long one attempt to follow a new primary waits for its kevy to report
+/// itself a primary; after that the attempt fails and the next poll tries
+/// again. A kevy replica serves replicas of its own, in its *old* feed
+/// generation: one that followed the new primary before its promotion
+/// acknowledged old-generation offsets there, kevy keeps them through the
+/// promotion (offsets restart at 0) and `WAIT` counts them (chaos seed 2126,
+/// 5 nodes: a switchover whose target's promotion waited out the
+/// [`super::kevy_hold`] longer than this). So a replica never follows a
+/// kevy that is not a primary.
 const PROMOTION_WAIT: Duration = Duration::from_millis(1_000);
 const PROMOTION_POLL: Duration = Duration::from_millis(20);
 
@@ -117,6 +122,9 @@ pub struct KevyNode {
     /// We have logged the over-counting `WAIT` the hold exists to prevent
     /// (cleared once it is gone, so each occurrence is logged once).
     stale_ack_logged: bool,
+    /// Frames written to take the offset past stale acknowledgements since
+    /// the last report ([`super::kevy_pad`]).
+    padded_frames: u64,
 }
 
 impl Drop for KevyNode {
@@ -153,6 +161,7 @@ impl KevyNode {
             nudger: None,
             hold: PromotionHold::new(DEFAULT_RECONNECT_WINDOW),
             stale_ack_logged: false,
+            padded_frames: 0,
             watchdog_clamps_file: None,
             watchdog_clamps_seen: None,
         }
@@ -191,8 +200,9 @@ impl KevyNode {
 
     /// Logs, once per occurrence, a primary whose replica lines report more
     /// acknowledged than the primary holds: `WAIT` counts those. The hold
-    /// prevents it when kevy's window is what we were told; seeing it means
-    /// kevy's `reconnect_window_ms` is longer than
+    /// and following only promoted nodes prevent it when kevy's window is
+    /// what we were told; seeing it means a demotion by someone else with
+    /// replicas attached, or kevy's `reconnect_window_ms` longer than
     /// `data_node.kevy_reconnect_window_ms`.
     fn check_stale_acks(&mut self, info: &ReplicationInfo) {
         let stale = info.is_master()
@@ -205,11 +215,38 @@ impl KevyNode {
                 replica_acked = info.highest_replica_ack,
                 window_ms = self.hold.window().as_millis() as u64,
                 "kevy counts a replica acknowledgement from before its last promotion: WAIT may \
-                 acknowledge writes no replica has; set kevy's [replication] reconnect_window_ms \
-                 to at most data_node.kevy_reconnect_window_ms"
+                 acknowledge writes no replica has until the offset passes it (the elector pads \
+                 the feed past it while the node is its writable primary); was it demoted by hand, \
+                 or is kevy's [replication] reconnect_window_ms above data_node.kevy_reconnect_window_ms?"
             );
         }
         self.stale_ack_logged = stale;
+    }
+
+    /// On the writable primary we made: writes no-op frames until the offset
+    /// is past every replica's acknowledgement ([`super::kevy_pad`]).
+    async fn pad_past_stale_acks(&mut self, info: &ReplicationInfo) -> Result<(), DataNodeError> {
+        if !(self.writable_applied && self.quiesced == Some(false)) {
+            return Ok(());
+        }
+        let Some(frames) = kevy_pad::frames_to_pad(info) else {
+            return Ok(());
+        };
+        let mut left = frames;
+        while left > 0 {
+            let batch = left.min(kevy_pad::FRAMES_PER_BATCH);
+            self.client.repeat(&ack_nudge::ACK_NUDGE, batch).await?;
+            self.padded_frames += batch;
+            left -= batch;
+        }
+        tracing::warn!(
+            frames,
+            offset = info.offset,
+            replica_acked = info.highest_replica_ack,
+            "padded the replication feed past replica acknowledgements kevy kept from an earlier \
+             feed generation, so WAIT counts only acknowledgements of what was written since"
+        );
+        Ok(())
     }
 
     /// Whether to nudge lagging replicas into acknowledging while this node
@@ -265,8 +302,9 @@ impl KevyNode {
     }
 
     /// Waits, [`PROMOTION_WAIT`] at most, until the kevy at `primary_addr`
-    /// (its client address) reports itself a primary.
-    async fn await_promotion(&mut self, primary_addr: &str) {
+    /// (its client address) reports itself a primary; `UpstreamNotPrimary`
+    /// if it does not.
+    async fn await_promotion(&mut self, primary_addr: &str) -> Result<(), DataNodeError> {
         if self
             .upstream_probe
             .as_ref()
@@ -276,13 +314,13 @@ impl KevyNode {
             self.upstream_probe = Some((primary_addr.to_string(), client));
         }
         let Some((_, probe)) = self.upstream_probe.as_mut() else {
-            return;
+            return Err(DataNodeError::UpstreamNotPrimary(primary_addr.to_string()));
         };
         let deadline = tokio::time::Instant::now() + PROMOTION_WAIT;
         loop {
             let info = tokio::time::timeout_at(deadline, probe.replication_info()).await;
             match info {
-                Ok(Ok(info)) if info.is_master() => return,
+                Ok(Ok(info)) if info.is_master() => return Ok(()),
                 Err(_) => break,
                 Ok(_) => {}
             }
@@ -291,10 +329,7 @@ impl KevyNode {
             }
             tokio::time::sleep(PROMOTION_POLL).await;
         }
-        tracing::debug!(
-            primary_addr,
-            "new primary's kevy not promoted yet; following it anyway"
-        );
+        Err(DataNodeError::UpstreamNotPrimary(primary_addr.to_string()))
     }
 
     /// Whether to abort hanging connects on a retarget (`data_node.abort_stale_connects`).
@@ -445,6 +480,10 @@ impl DataNodeAdapter for KevyNode {
         };
         self.hold.observed(info.is_master(), Instant::now());
         self.check_stale_acks(&info);
+        if let Err(e) = self.pad_past_stale_acks(&info).await {
+            // The next poll tries again; the observation itself stands.
+            tracing::warn!(error = %e, "padding past stale acknowledgements failed");
+        }
         self.feed_nudger(&info);
         Ok(info)
     }
@@ -457,6 +496,10 @@ impl DataNodeAdapter for KevyNode {
         self.nudger
             .as_ref()
             .map_or(0, |n| n.sent.swap(0, Ordering::Relaxed))
+    }
+
+    fn take_padded_frames(&mut self) -> u64 {
+        std::mem::take(&mut self.padded_frames)
     }
 
     async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {
@@ -492,7 +535,7 @@ impl DataNodeAdapter for KevyNode {
                 let (host, client_port) = resolve(primary_addr).await?;
                 let port = client_port.saturating_add(self.replication_port_offset);
                 if !self.following.is_following(primary_addr) {
-                    self.await_promotion(primary_addr).await;
+                    self.await_promotion(primary_addr).await?;
                 }
                 self.replicate_from(Some((&host, port))).await?;
                 self.hold.demoted(Instant::now());

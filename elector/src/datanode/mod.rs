@@ -13,6 +13,7 @@ mod error_log;
 mod info;
 mod kevy;
 mod kevy_hold;
+mod kevy_pad;
 mod redis_node;
 pub(crate) mod stale_connect;
 
@@ -53,6 +54,11 @@ pub enum DataNodeError {
     /// from its last primary term have expired (`kevy_hold`).
     #[error("promotion held {remaining_ms} ms more: this kevy was a primary {window_ms} ms + a tick ago or less, and until its replicas' old acknowledgements expire WAIT would count them")]
     PromotionHeld { remaining_ms: u64, window_ms: u64 },
+    /// kevy: the node to follow does not report itself a primary yet; a
+    /// replica of a kevy replica acknowledges offsets of its old feed
+    /// generation, which `WAIT` would count once it is promoted.
+    #[error("not following {0} yet: its kevy is not a primary (a replica of a replica acknowledges offsets WAIT would count after its promotion)")]
+    UpstreamNotPrimary(String),
 }
 
 /// One backend (kevy or Redis).
@@ -86,6 +92,11 @@ pub(crate) trait DataNodeAdapter: Send + 'static {
     fn take_ack_nudges(&mut self) -> u64 {
         0
     }
+    /// Frames written to pad past stale acknowledgements since the last
+    /// call (kevy only, `kevy_pad`).
+    fn take_padded_frames(&mut self) -> u64 {
+        0
+    }
 }
 
 /// What the adapter task reports to the runtime.
@@ -104,6 +115,8 @@ pub struct DataNodeReport {
     pub(crate) aborts: stale_connect::AbortTally,
     /// Acknowledgement nudges sent to lagging replicas in this round (kevy).
     pub(crate) ack_nudges: u64,
+    /// Frames written past stale acknowledgements in this round (kevy).
+    pub(crate) padded_frames: u64,
 }
 
 /// Drives `adapter` with the pure [`Driver`]: applies the latest target,
@@ -173,6 +186,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             fence_failed: round.fence_failed,
             aborts,
             ack_nudges: adapter.take_ack_nudges(),
+            padded_frames: adapter.take_padded_frames(),
         };
         if reports.send(report).await.is_err() {
             return;

@@ -55,6 +55,9 @@ pub(super) struct Counters {
     pub(super) stale_connect_abort_failures: Counter,
     /// kevy: frames sent to make lagging replicas acknowledge.
     pub(super) ack_nudges: Counter,
+    /// kevy: frames written past acknowledgements from an earlier feed
+    /// generation (`datanode/kevy_pad.rs`).
+    pub(super) stale_ack_pad_frames: Counter,
     /// VIP adds or removes whose required step failed (docs/vip.md).
     pub(super) vip_move_failures: Counter,
     /// Fence applies on the data node (protocol §6.2.1): count, total and
@@ -111,6 +114,11 @@ impl Counters {
             "elector_ack_nudges",
             "kevy: no-op frames the primary's elector sent so lagging replicas acknowledge (data_node.ack_nudge)",
             self.ack_nudges.clone(),
+        );
+        r.register(
+            "elector_stale_ack_pad_frames",
+            "kevy: no-op frames the primary's elector wrote to take its offset past replica acknowledgements kept from an earlier feed generation (WAIT would count them); see the log",
+            self.stale_ack_pad_frames.clone(),
         );
         r.register(
             "elector_vip_move_failures",

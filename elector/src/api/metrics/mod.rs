@@ -150,6 +150,11 @@ impl Metrics {
         self.counters.ack_nudges.inc_by(sent);
     }
 
+    /// kevy: frames written to take the offset past stale acknowledgements.
+    pub(crate) fn stale_ack_pads(&self, frames: u64) {
+        self.counters.stale_ack_pad_frames.inc_by(frames);
+    }
+
     /// A VIP add or remove failed (docs/vip.md).
     pub(crate) fn vip_failure(&self) {
         self.counters.vip_move_failures.inc();

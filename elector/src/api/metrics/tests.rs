@@ -179,6 +179,7 @@ const EXPOSED_FAMILIES: &[(&str, &str, &[&str], &str)] = &[
     ("elector_stale_connects_aborted_total", "counter", &["node"], "kevy: the data node's hanging connects to a primary it left, aborted so REPLICAOF need not wait for them."),
     ("elector_stale_connect_abort_failures_total", "counter", &["node"], "kevy: retargets whose hanging connects could not be aborted (no ss, no CAP_NET_ADMIN); see the log."),
     ("elector_ack_nudges_total", "counter", &["node"], "kevy: no-op frames the primary's elector sent so lagging replicas acknowledge (data_node.ack_nudge)."),
+    ("elector_stale_ack_pad_frames_total", "counter", &["node"], "kevy: no-op frames the primary's elector wrote to take its offset past replica acknowledgements kept from an earlier feed generation (WAIT would count them); see the log."),
     ("elector_vip_move_failures_total", "counter", &["node"], "Virtual IP adds or removes that failed (each ran on_fault); see the log."),
     ("elector_fence_applies_total", "counter", &["node"], "Fences applied on the data node (protocol 6.2.1)."),
     ("elector_fence_apply_seconds_total", "counter", &["node"], "Time from each decision to fence to the data node's OK, summed."),
@@ -203,6 +204,7 @@ fn busy_metrics_and_snapshot() -> (Metrics, StatusSnapshot) {
     m.data_node_error();
     m.stale_connects(2, true);
     m.ack_nudges(3);
+    m.stale_ack_pads(1_274);
     m.fence_applied(std::time::Duration::from_micros(1500));
     m.fence_failed();
     m.set_limits(Limits {
