@@ -39,7 +39,7 @@ use super::ack_nudge::{self, Shared as NudgeShared};
 use super::client::{Credentials, RespClient};
 use super::info::Upstream;
 use super::kevy_hold::PromotionHold;
-use super::kevy_pad;
+use super::kevy_pad::StaleAcks;
 use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
@@ -119,12 +119,9 @@ pub struct KevyNode {
     /// value at our last observation.
     watchdog_clamps_file: Option<std::path::PathBuf>,
     watchdog_clamps_seen: Option<u64>,
-    /// We have logged the over-counting `WAIT` the hold exists to prevent
-    /// (cleared once it is gone, so each occurrence is logged once).
-    stale_ack_logged: bool,
-    /// Frames written to take the offset past stale acknowledgements since
-    /// the last report ([`super::kevy_pad`]).
-    padded_frames: u64,
+    /// Acknowledgements kept from an earlier feed generation: logged, and
+    /// padded past on the writable primary we made.
+    stale_acks: StaleAcks,
 }
 
 impl Drop for KevyNode {
@@ -160,8 +157,7 @@ impl KevyNode {
             writable_applied: false,
             nudger: None,
             hold: PromotionHold::new(DEFAULT_RECONNECT_WINDOW),
-            stale_ack_logged: false,
-            padded_frames: 0,
+            stale_acks: StaleAcks::default(),
             watchdog_clamps_file: None,
             watchdog_clamps_seen: None,
         }
@@ -196,57 +192,6 @@ impl KevyNode {
     pub(crate) fn with_reconnect_window(mut self, window: Duration) -> KevyNode {
         self.hold = PromotionHold::new(window);
         self
-    }
-
-    /// Logs, once per occurrence, a primary whose replica lines report more
-    /// acknowledged than the primary holds: `WAIT` counts those. The hold
-    /// and following only promoted nodes prevent it when kevy's window is
-    /// what we were told; seeing it means a demotion by someone else with
-    /// replicas attached, or kevy's `reconnect_window_ms` longer than
-    /// `data_node.kevy_reconnect_window_ms`.
-    fn check_stale_acks(&mut self, info: &ReplicationInfo) {
-        let stale = info.is_master()
-            && info
-                .highest_replica_ack
-                .is_some_and(|acked| acked > info.offset);
-        if stale && !self.stale_ack_logged {
-            tracing::error!(
-                offset = info.offset,
-                replica_acked = info.highest_replica_ack,
-                window_ms = self.hold.window().as_millis() as u64,
-                "kevy counts a replica acknowledgement from before its last promotion: WAIT may \
-                 acknowledge writes no replica has until the offset passes it (the elector pads \
-                 the feed past it while the node is its writable primary); was it demoted by hand, \
-                 or is kevy's [replication] reconnect_window_ms above data_node.kevy_reconnect_window_ms?"
-            );
-        }
-        self.stale_ack_logged = stale;
-    }
-
-    /// On the writable primary we made: writes no-op frames until the offset
-    /// is past every replica's acknowledgement ([`super::kevy_pad`]).
-    async fn pad_past_stale_acks(&mut self, info: &ReplicationInfo) -> Result<(), DataNodeError> {
-        if !(self.writable_applied && self.quiesced == Some(false)) {
-            return Ok(());
-        }
-        let Some(frames) = kevy_pad::frames_to_pad(info) else {
-            return Ok(());
-        };
-        let mut left = frames;
-        while left > 0 {
-            let batch = left.min(kevy_pad::FRAMES_PER_BATCH);
-            self.client.repeat(&ack_nudge::ACK_NUDGE, batch).await?;
-            self.padded_frames += batch;
-            left -= batch;
-        }
-        tracing::warn!(
-            frames,
-            offset = info.offset,
-            replica_acked = info.highest_replica_ack,
-            "padded the replication feed past replica acknowledgements kevy kept from an earlier \
-             feed generation, so WAIT counts only acknowledgements of what was written since"
-        );
-        Ok(())
     }
 
     /// Whether to nudge lagging replicas into acknowledging while this node
@@ -479,11 +424,10 @@ impl DataNodeAdapter for KevyNode {
             _ => None,
         };
         self.hold.observed(info.is_master(), Instant::now());
-        self.check_stale_acks(&info);
-        if let Err(e) = self.pad_past_stale_acks(&info).await {
-            // The next poll tries again; the observation itself stands.
-            tracing::warn!(error = %e, "padding past stale acknowledgements failed");
-        }
+        let may_pad = self.writable_applied && self.quiesced == Some(false);
+        self.stale_acks
+            .handle(&mut self.client, &info, may_pad, self.hold.window())
+            .await;
         self.feed_nudger(&info);
         Ok(info)
     }
@@ -499,7 +443,7 @@ impl DataNodeAdapter for KevyNode {
     }
 
     fn take_padded_frames(&mut self) -> u64 {
-        std::mem::take(&mut self.padded_frames)
+        self.stale_acks.take_padded_frames()
     }
 
     async fn apply(&mut self, target: &DataNodeTarget) -> Result<(), DataNodeError> {

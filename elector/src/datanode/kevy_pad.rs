@@ -20,35 +20,147 @@
 //! nudger's `DEL` of a key that never exists: no data changes, one frame
 //! each) until the offset is past it. kevy's offsets count frames, not
 //! bytes, so the gap is a number of commands; it is bounded per poll so one
-//! poll never takes long, and the next poll finishes the job.
+//! poll never takes long, and the next poll finishes the job, and bounded in
+//! all ([`MAX_GAP`]) so a record from a long-lived term does not flood the
+//! replicas and the disks.
 //!
 //! What remains: a client write that lands between the record's arrival and
 //! the end of the padding (at most a poll and the padding's own time) can
 //! still be counted. Only kevy can close that (drop the records on a
 //! generation bump); the elector logs every occurrence as an error.
 
-use super::ReplicationInfo;
+use super::ack_nudge::ACK_NUDGE;
+use super::client::RespClient;
+use super::{DataNodeError, ReplicationInfo};
+use std::time::Duration;
 
 /// The most frames one poll writes: a few hundred milliseconds of pipelined
 /// `DEL`s on a loaded host; a larger gap takes several polls.
 pub(crate) const MAX_FRAMES_PER_POLL: u64 = 100_000;
 
+/// The largest gap we pad: about 40 MB of stream (and of each node's AOF).
+/// A record further ahead (a long-lived primary demoted by hand and promoted
+/// again) is left to the error line: padding it would flood the replicas
+/// and the disks, and restarting the primary's kevy (its records live in
+/// memory) is the operator's cleaner way out.
+pub(crate) const MAX_GAP: u64 = 1_000_000;
+
 /// Frames per pipeline round trip.
 pub(crate) const FRAMES_PER_BATCH: u64 = 5_000;
 
+/// What to do about the acknowledgements a primary's live replicas report.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Padding {
+    /// None is above the offset (or the node is a replica).
+    NotNeeded,
+    /// Write this many frames now ([`MAX_FRAMES_PER_POLL`] at most).
+    Frames(u64),
+    /// The gap is above [`MAX_GAP`]: leave it to the operator.
+    TooFar { gap: u64 },
+}
+
 /// How many frames take the offset past every acknowledgement a live
-/// replica reports (`None` when none is above it, or on a replica), at most
-/// [`MAX_FRAMES_PER_POLL`].
-pub(crate) fn frames_to_pad(info: &ReplicationInfo) -> Option<u64> {
-    if !info.is_master() {
-        return None;
+/// replica reports.
+pub(crate) fn padding(info: &ReplicationInfo) -> Padding {
+    let stale = info
+        .highest_replica_ack
+        .filter(|&acked| info.is_master() && acked > info.offset);
+    let Some(acked) = stale else {
+        return Padding::NotNeeded;
+    };
+    let gap = acked - info.offset;
+    if gap > MAX_GAP {
+        return Padding::TooFar { gap };
     }
-    let acked = info.highest_replica_ack?;
-    (acked > info.offset).then(|| {
-        (acked - info.offset)
-            .saturating_add(1)
-            .min(MAX_FRAMES_PER_POLL)
-    })
+    Padding::Frames((gap + 1).min(MAX_FRAMES_PER_POLL))
+}
+
+/// The adapter's side: what it logged and padded.
+#[derive(Debug, Default)]
+pub(crate) struct StaleAcks {
+    /// The current occurrence is logged (cleared once it is gone, so each
+    /// occurrence is logged once).
+    logged: bool,
+    /// ... and was too far ahead to pad past.
+    logged_far: bool,
+    /// Frames written since the last report.
+    padded_frames: u64,
+}
+
+impl StaleAcks {
+    /// One observation: logs a new occurrence and, when `may_pad` (the
+    /// writable primary we made, not quiesced), pads past it. A failed pad
+    /// is logged and tried again at the next poll: the observation stands.
+    pub(crate) async fn handle(
+        &mut self,
+        client: &mut RespClient,
+        info: &ReplicationInfo,
+        may_pad: bool,
+        window: Duration,
+    ) {
+        let padding = padding(info);
+        let stale = padding != Padding::NotNeeded;
+        if stale && !self.logged {
+            tracing::error!(
+                offset = info.offset,
+                replica_acked = info.highest_replica_ack,
+                window_ms = window.as_millis() as u64,
+                "kevy counts a replica acknowledgement from before its last promotion: WAIT may \
+                 acknowledge writes no replica has until the offset passes it (the elector pads \
+                 the feed past it while the node is its writable primary); was it demoted by hand, \
+                 or is kevy's [replication] reconnect_window_ms above data_node.kevy_reconnect_window_ms?"
+            );
+        }
+        self.logged = stale;
+        self.logged_far &= stale;
+        if !may_pad {
+            return;
+        }
+        match padding {
+            Padding::NotNeeded => {}
+            Padding::Frames(frames) => {
+                if let Err(e) = self.pad(client, frames).await {
+                    tracing::warn!(error = %e, "padding past stale acknowledgements failed");
+                    return;
+                }
+                tracing::warn!(
+                    frames,
+                    offset = info.offset,
+                    replica_acked = info.highest_replica_ack,
+                    "padded the replication feed past replica acknowledgements kevy kept from an \
+                     earlier feed generation, so WAIT counts only acknowledgements of what was \
+                     written since"
+                );
+            }
+            Padding::TooFar { .. } if self.logged_far => {}
+            Padding::TooFar { gap } => {
+                self.logged_far = true;
+                tracing::error!(
+                    gap,
+                    max_gap = MAX_GAP,
+                    "a replica acknowledgement kevy kept from an earlier feed generation is too far \
+                     ahead to pad past: WAIT over-counts until the offset passes it; restarting this \
+                     kevy (its records live in memory) ends it"
+                );
+            }
+        }
+    }
+
+    async fn pad(&mut self, client: &mut RespClient, frames: u64) -> Result<(), DataNodeError> {
+        let mut left = frames;
+        while left > 0 {
+            let batch = left.min(FRAMES_PER_BATCH);
+            client.repeat(&ACK_NUDGE, batch).await?;
+            self.padded_frames += batch;
+            left -= batch;
+        }
+        Ok(())
+    }
+
+    /// Frames written since the last call (`elector_stale_ack_pad_frames_total`).
+    pub(crate) fn take_padded_frames(&mut self) -> u64 {
+        std::mem::take(&mut self.padded_frames)
+    }
 }
 
 #[cfg(test)]
@@ -66,21 +178,32 @@ mod tests {
 
     #[test]
     fn an_acknowledgement_above_the_offset_is_padded_one_frame_past() {
-        assert_eq!(frames_to_pad(&primary(1_900, Some(3_173))), Some(1_274));
+        assert_eq!(
+            padding(&primary(1_900, Some(3_173))),
+            Padding::Frames(1_274)
+        );
     }
 
     #[test]
     fn acknowledgements_at_or_below_the_offset_need_nothing() {
-        assert_eq!(frames_to_pad(&primary(500, Some(500))), None);
-        assert_eq!(frames_to_pad(&primary(500, Some(12))), None);
-        assert_eq!(frames_to_pad(&primary(500, None)), None);
+        assert_eq!(padding(&primary(500, Some(500))), Padding::NotNeeded);
+        assert_eq!(padding(&primary(500, Some(12))), Padding::NotNeeded);
+        assert_eq!(padding(&primary(500, None)), Padding::NotNeeded);
     }
 
     #[test]
-    fn a_huge_gap_is_padded_a_bounded_share_per_poll() {
+    fn a_large_gap_is_padded_a_bounded_share_per_poll() {
         assert_eq!(
-            frames_to_pad(&primary(0, Some(u64::MAX))),
-            Some(MAX_FRAMES_PER_POLL)
+            padding(&primary(0, Some(MAX_GAP))),
+            Padding::Frames(MAX_FRAMES_PER_POLL)
+        );
+    }
+
+    #[test]
+    fn a_gap_beyond_the_limit_is_left_to_the_operator() {
+        assert_eq!(
+            padding(&primary(0, Some(u64::MAX))),
+            Padding::TooFar { gap: u64::MAX }
         );
     }
 
@@ -88,6 +211,6 @@ mod tests {
     fn a_replica_pads_nothing() {
         let mut info = primary(0, Some(10));
         info.role = "slave".into();
-        assert_eq!(frames_to_pad(&info), None);
+        assert_eq!(padding(&info), Padding::NotNeeded);
     }
 }
