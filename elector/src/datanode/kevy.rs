@@ -53,10 +53,10 @@ use tokio::sync::watch;
 /// again. A kevy replica serves replicas of its own, in its *old* feed
 /// generation: one that followed the new primary before its promotion
 /// acknowledged old-generation offsets there, kevy keeps them through the
-/// promotion (offsets restart at 0) and `WAIT` counts them (chaos seed 2126,
-/// 5 nodes: a switchover whose target's promotion waited out the
-/// [`super::kevy_hold`] longer than this). So a replica never follows a
-/// kevy that is not a primary.
+/// promotion (offsets restart at 0) and `WAIT` counts them (a switchover
+/// whose target's promotion waited out the [`super::kevy_hold`] longer than
+/// this: `tests/kevy_repromotion.rs`). So a replica never follows a kevy
+/// that is not a primary.
 const PROMOTION_WAIT: Duration = Duration::from_millis(1_000);
 const PROMOTION_POLL: Duration = Duration::from_millis(20);
 
