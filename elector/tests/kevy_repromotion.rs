@@ -18,7 +18,7 @@
 //! replicas stay attached holds their old acknowledgements once promoted
 //! again; its elector says so and pads the feed past them
 //! (`datanode/kevy_pad.rs`), after which `WAIT` counts no frozen replica.
-//! The fourth switches over and straight back (chaos seed 2126, 5 nodes).
+//! The fourth switches over and straight back (found chasing chaos seed 2126).
 
 mod support;
 
@@ -272,7 +272,7 @@ fn switchover(cluster: &Cluster, from: usize, to: usize) {
     }
 }
 
-/// Chaos seed 2126, 5 nodes: a switchover back to a node that was the
+/// Found chasing chaos seed 2126 (5 nodes): a switchover back to a node that was the
 /// primary a moment ago. Its promotion waits out the hold (here the
 /// elector is told kevy's window is 2.5 s, so 2.75 s), longer than one
 /// attempt of a replica to see its new primary promoted (1 s). A replica
