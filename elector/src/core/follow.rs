@@ -9,7 +9,7 @@ use crate::protocol::{Heartbeat, Message, NodeId, Role};
 impl Core {
     pub(super) fn on_heartbeat(&mut self, from: NodeId, hb: Heartbeat) {
         self.max_seen_epoch = self.max_seen_epoch.max(hb.max_epoch).max(hb.epoch);
-        self.peers.record_heartbeat(&from, hb.clone());
+        self.peers.record_heartbeat(&from, hb.clone(), self.now);
         if hb.epoch > self.state.epoch {
             // Protocol §5.3: a newer committed epoch wins; follow its primary.
             match hb.primary.clone() {

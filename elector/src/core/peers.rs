@@ -12,6 +12,8 @@ pub struct PeerView {
     pub(crate) last_heard: Option<Millis>,
     /// The peer's last heartbeat.
     pub(crate) last_hb: Option<Heartbeat>,
+    /// When that heartbeat arrived.
+    pub(crate) last_hb_at: Option<Millis>,
 }
 
 impl PeerView {
@@ -45,9 +47,10 @@ impl Peers {
         }
     }
 
-    pub(crate) fn record_heartbeat(&mut self, id: &str, hb: Heartbeat) {
+    pub(crate) fn record_heartbeat(&mut self, id: &str, hb: Heartbeat, now: Millis) {
         if let Some(v) = self.views.get_mut(id) {
             v.last_hb = Some(hb);
+            v.last_hb_at = Some(now);
         }
     }
 

@@ -187,6 +187,7 @@ impl Core {
             to,
             deadline: self.now + timeout_ms,
             draining_fence_seq: Some(self.target.seq + 1),
+            fence_applied_at: None,
             reason,
         };
         if let Some(l) = self.role.leadership_mut() {
@@ -199,28 +200,40 @@ impl Core {
         });
     }
 
-    /// Draining: once the fence is in effect and the target's heartbeat shows
-    /// an offset at least ours, resign in its favour (protocol §8).
+    /// Draining: once the fence is in effect and a heartbeat of the target
+    /// that arrived since shows an offset at least ours, resign in its
+    /// favour (protocol §8). A heartbeat from before the fence is not
+    /// enough: a target cut off since then would be handed a cluster it
+    /// cannot lead, on numbers it reported before the last writes (chaos
+    /// seed 2126, 5 nodes: a switchover to a node behind a bridge).
     pub(super) fn progress_switchover(&mut self) {
-        let Some(sw) = self.role.leadership().and_then(|l| l.switchover.as_ref()) else {
+        let now = self.now;
+        let applied = self.data.obs.reachable.then_some(self.data.obs.applied_seq);
+        let Some(sw) = self
+            .role
+            .leadership_mut()
+            .and_then(|l| l.switchover.as_mut())
+        else {
             return;
         };
         let Some(fence_seq) = sw.draining_fence_seq else {
             return;
         };
-        if self.data.obs.applied_seq < fence_seq || !self.data.obs.reachable {
+        if applied.is_none_or(|seq| seq < fence_seq) {
             return;
         }
+        let fence_applied_at = *sw.fence_applied_at.get_or_insert(now);
+        let (to, reason) = (sw.to.clone(), sw.reason);
         let mine = self.position();
         let caught_up = self
             .peers
-            .get(&sw.to)
+            .get(&to)
+            .filter(|v| v.last_hb_at.is_some_and(|at| at >= fence_applied_at))
             .and_then(|v| v.last_hb.as_ref())
             .is_some_and(|hb| (hb.data_epoch, hb.offset) >= mine);
         if !caught_up {
             return;
         }
-        let (to, reason) = (sw.to.clone(), sw.reason);
         tracing::info!(%to, offset = mine.1, reason = %reason, "switchover: target caught up, handing over");
         if let Some(sw) = self.role.switchover_mut() {
             sw.draining_fence_seq = None;

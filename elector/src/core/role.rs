@@ -30,6 +30,9 @@ pub(super) struct Switchover {
     /// `Some(seq)` while draining (waiting for the fence `seq` to apply and
     /// the target to catch up); `None` once this node has resigned.
     pub(crate) draining_fence_seq: Option<u64>,
+    /// When this node first saw the draining fence applied: only a target
+    /// heartbeat that arrived since then can show the target caught up.
+    pub(crate) fence_applied_at: Option<Millis>,
     /// `switchover` when an operator asked, `preemption` when the primary
     /// hands over to a member of higher priority (§8.1): the fence and the
     /// resignation carry it.
@@ -163,6 +166,7 @@ mod tests {
             to: "n2".into(),
             deadline: 10,
             draining_fence_seq: None,
+            fence_applied_at: None,
             reason: Reason::Switchover,
         }
     }

@@ -56,10 +56,13 @@ fn a_ready_member_of_higher_priority_is_handed_the_primary_after_the_delay() {
     let started = feed(&mut n, 500, 3_000, 200, |_| true).expect("no preemption");
     assert_eq!(started, 500 + DELAY);
     assert!(n.core.fenced(), "the drain fences writes first (§8 step 1)");
-    // The drain is the planned switchover: once the fence applied and n2
-    // shows our offset, n1 resigns with HANDOVER, reason preemption.
+    // The drain is the planned switchover: once the fence applied and a
+    // heartbeat of n2 that arrived since shows our offset, n1 resigns with
+    // HANDOVER, reason preemption.
     let seq = n.core.target.seq;
     let step = n.handle(started + 1, observation(10, seq));
+    assert!(!step.role_change(Reason::Preemption), "{step:?}");
+    let step = n.handle(started + 2, hb("n2", 200, started - 3, true));
     assert!(step.role_change(Reason::Preemption), "{step:?}");
     assert!(step.sends().iter().any(|(_, m)| matches!(
         m,

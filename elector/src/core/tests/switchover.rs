@@ -83,6 +83,43 @@ fn a_switchover_whose_target_never_catches_up_rolls_back_and_unfences() {
     assert_eq!(n.core.role(), Role::Primary);
 }
 
+#[test]
+fn a_target_heard_only_before_the_drain_fence_applied_is_never_handed_the_cluster() {
+    // Chaos seed 2126, 5 nodes: the target's last heartbeat showed a high
+    // offset (kevy's INFO keeps an old generation's), then a bridge cut it
+    // off; the primary handed over on that old report and a node without
+    // the last writes won. Only a report that arrived after the fence counts.
+    let mut n = writable_primary();
+    let mut hb = heartbeat("n2", 1, Some("n1"), 410);
+    if let Event::Message {
+        msg: Message::Hb(h),
+        ..
+    } = &mut hb
+    {
+        h.offset = 1_000_000;
+    }
+    n.handle(415, hb);
+    n.handle(420, request("n2"));
+    let seq = n.core.target.seq;
+    let mut rolled = None;
+    for t in (425..1_000).step_by(25) {
+        let step = n.handle(t, observation(10, seq));
+        assert!(
+            !step
+                .sends()
+                .iter()
+                .any(|(_, m)| matches!(m, Message::Handover { .. })),
+            "handed over at {t} on a heartbeat from before the fence"
+        );
+        if let Some(r) = outcome(&step) {
+            rolled = Some(r);
+            break;
+        }
+    }
+    assert_eq!(rolled, Some(Err(SwitchoverFailure::DidNotCatchUp)));
+    assert_eq!(n.core.role(), Role::Primary);
+}
+
 /// n1, the writable primary of epoch 1, after it resigned for n2 with
 /// HANDOVER (§8 step 3), and the time it did.
 fn resigned_for_n2() -> (Node, Millis) {
