@@ -392,6 +392,13 @@ impl KevyNode {
                 Err(e) => return Err(e),
             }
         }
+        self.isolate().await
+    }
+
+    /// Demotes to a replica of [`NOWHERE`] (the node keeps its data and
+    /// takes no writes), then lifts any quiesce: the `Isolated` target, and
+    /// the fence of a primary the quiesce cannot hold.
+    async fn isolate(&mut self) -> Result<(), DataNodeError> {
         self.replicate_from(Some(NOWHERE)).await?;
         self.hold.demoted(Instant::now());
         self.following.clear();
@@ -469,12 +476,7 @@ impl DataNodeAdapter for KevyNode {
                 self.quiesce().await?;
             }
             DataNodeTarget::FencedPrimary => self.fence_primary().await?,
-            DataNodeTarget::Isolated => {
-                self.replicate_from(Some(NOWHERE)).await?;
-                self.hold.demoted(Instant::now());
-                self.following.clear();
-                self.lift_quiesce().await?;
-            }
+            DataNodeTarget::Isolated => self.isolate().await?,
             DataNodeTarget::Follow { primary_addr, .. } => {
                 let (host, client_port) = resolve(primary_addr).await?;
                 let port = client_port.saturating_add(self.replication_port_offset);
