@@ -188,6 +188,9 @@ async fn watch<A: DataNodeAdapter>(
                     tracing::warn!(error = %e, "watchdog: removing the vip failed");
                 }
             }
+            if first_of_silence {
+                node.watchdog_silence_began();
+            }
             if let Err(e) = clamp(&mut node).await {
                 tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
             }

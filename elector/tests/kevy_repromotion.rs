@@ -13,12 +13,15 @@
 //! thawed before they would elect; the primary renews its lease and takes
 //! writes again. Both replicas' kevy are then frozen: `SET` + `WAIT 1 500`
 //! must answer 0. The second test freezes the primary's own elector until its
-//! watchdog fences the node (the quiesce too), then thaws it: the same. The
+//! watchdog fences the node (the quiesce too), then thaws it, twice: the same. The
 //! third: a primary demoted by someone else (an operator's `REPLICAOF`) whose
 //! replicas stay attached holds their old acknowledgements once promoted
 //! again; its elector says so and pads the feed past them
 //! (`datanode/kevy_pad.rs`), after which `WAIT` counts no frozen replica.
 //! The fourth switches over and straight back (found chasing chaos seed 2126).
+//! The fifth cuts a replica off early in a new feed generation and kills the
+//! primary: the node holding its acknowledged writes must win (the offset a
+//! kevy offers, `datanode/kevy_stream.rs`).
 
 mod support;
 
@@ -61,6 +64,28 @@ fn signal_data(cluster: &Cluster, i: usize, signal: &str) {
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok, "kill -{signal} {pid}");
+    if signal == "STOP" {
+        wait_for(Duration::from_secs(2), "every thread stopped", || {
+            all_threads_stopped(pid)
+        });
+    }
+}
+
+/// `kill` returns once the signal is pending; a thread running on another
+/// CPU stops at its next interrupt, which a loaded virtual machine can
+/// delay long enough for a replica to acknowledge one more frame. Stopped
+/// means every thread's state in `/proc` is `T`.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|task| {
+        std::fs::read_to_string(task.path().join("stat")).is_ok_and(|stat| {
+            // The state follows the parenthesised command name.
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('T') || rest.starts_with('t'))
+        })
+    })
 }
 
 /// The error a `SET` on node `i` gets, if any.
@@ -126,7 +151,20 @@ fn acks_with_replicas_frozen(cluster: &Cluster, p: usize, others: &[usize]) -> i
         .arg(1)
         .query(&mut c)
         .expect("the primary takes writes again");
-    let acks: i64 = redis::cmd("WAIT").arg(1).arg(500).query(&mut c).unwrap();
+    // A read the test process's signals interrupt (EINTR, seen once under
+    // load) is asked again on a new connection: `WAIT` there counts the
+    // same writes.
+    let acks: i64 = match redis::cmd("WAIT").arg(1).arg(500).query(&mut c) {
+        Err(e) if e.kind() == redis::ErrorKind::IoError => {
+            eprintln!("WAIT interrupted ({e}); asked again");
+            redis::cmd("WAIT")
+                .arg(1)
+                .arg(500)
+                .query(&mut cluster.client(p))
+                .unwrap()
+        }
+        r => r.unwrap(),
+    };
     for &o in others {
         signal_data(cluster, o, "CONT");
     }
@@ -197,24 +235,51 @@ fn a_kevy_primary_fenced_by_a_quorum_flap_stays_in_its_feed_generation_and_wait_
     reopens_in_the_same_generation(&cluster, p, &others, promotions);
 }
 
+/// Twice: the watchdog's adapter outlives a silence, and the elector lifts
+/// the watchdog's quiesce when it comes back, so a second silence must not
+/// find the watchdog believing its first quiesce still in force (it did:
+/// the second freeze left the node writable). On each thaw the elector may
+/// re-open the node and fence it again within milliseconds (its peers'
+/// connections closed while it was frozen, so its quorum flaps); that fence
+/// quiesces again rather than demote (`datanode/kevy_quiesce.rs`).
 #[test]
-fn a_kevy_primary_whose_frozen_elector_the_watchdog_fenced_reopens_in_its_feed_generation() {
+fn a_kevy_primary_whose_elector_freezes_twice_is_quiesced_by_the_watchdog_each_time_and_reopens_in_its_feed_generation(
+) {
     let (mut cluster, p, others) = cluster_after_a_first_term();
     for i in 0..3 {
         cluster.start_watchdog(i);
     }
     std::thread::sleep(Duration::from_millis(500));
     let promotions = promotions_logged(&cluster, p);
-    cluster.signal_elector(p, "STOP");
-    wait_for(Duration::from_secs(3), "the watchdog's fence", || {
-        write_refusal(&cluster, p).is_some()
-    });
-    let refusal = write_refusal(&cluster, p).unwrap_or_default();
-    cluster.signal_elector(p, "CONT");
-    assert!(
-        refusal.contains("QUIESCED"),
-        "the watchdog quiesced the primary: {refusal}"
-    );
+    for round in 1..=2 {
+        cluster.signal_elector(p, "STOP");
+        let frozen = Instant::now();
+        let fenced = (|| {
+            while frozen.elapsed() < Duration::from_secs(3) {
+                if let Some(refusal) = write_refusal(&cluster, p) {
+                    return Some(refusal);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            None
+        })();
+        cluster.signal_elector(p, "CONT");
+        let refusal = fenced.unwrap_or_else(|| {
+            panic!("freeze {round}: the node still took writes 3 s into the elector's silence")
+        });
+        assert!(
+            refusal.contains("QUIESCED"),
+            "freeze {round}: the watchdog quiesced the primary: {refusal}"
+        );
+        wait_for(
+            Duration::from_secs(10),
+            "the primary writable again",
+            || write_refusal(&cluster, p).is_none(),
+        );
+        // Its peers hear it for a while before the next freeze, or its two
+        // silences add up to their down_after and they elect.
+        std::thread::sleep(Duration::from_secs(1));
+    }
     reopens_in_the_same_generation(&cluster, p, &others, promotions);
 }
 
@@ -299,4 +364,104 @@ fn a_switchover_back_to_the_last_primary_leaves_no_acknowledgement_wait_would_co
         cluster.dump_logs();
     }
     assert_eq!(acks, 0, "WAIT counted a frozen replica");
+}
+
+/// The offset a node reports in `/status` (what it offers and votes with).
+fn reported_offset(cluster: &Cluster, i: usize) -> Option<u64> {
+    cluster.status(i)?["data_node"]["offset"].as_u64()
+}
+
+/// `SET n<i>` for each `i`, then `WAIT replicas 3000`: how many acknowledged.
+fn set_then_wait(c: &mut redis::Connection, keys: std::ops::Range<u32>, replicas: i64) -> i64 {
+    for i in keys {
+        let _: () = redis::cmd("SET")
+            .arg(format!("n{i}"))
+            .arg(i)
+            .query(c)
+            .unwrap();
+    }
+    redis::cmd("WAIT").arg(replicas).arg(3000).query(c).unwrap()
+}
+
+fn info_field(cluster: &Cluster, i: usize, field: &str) -> Option<u64> {
+    let info: String = redis::cmd("INFO")
+        .arg("replication")
+        .query(&mut cluster.client(i))
+        .ok()?;
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{field}:"))?.parse().ok())
+}
+
+/// docs/architecture.md §kevy, "The offset a kevy offers" (chaos seed 2126,
+/// 5 nodes): kevy's `INFO` `slave_repl_offset` is the largest offset of any
+/// feed generation the process followed, so after a switchover a replica
+/// reported the old primary's 300-frame feed against the new one's 10, and
+/// a replica cut off before the new primary's last acknowledged writes
+/// offered more than the node holding them, which voted for it. Now it
+/// offers its place in the new feed (`REPL.TOKEN`), held through its
+/// isolation, and the holder wins.
+#[test]
+fn a_replica_cut_off_in_a_new_feed_generation_offers_its_place_in_it_and_loses_to_the_holder_of_acknowledged_writes(
+) {
+    let (mut cluster, p, others) = cluster_after_a_first_term();
+    let (a, b) = (others[0], others[1]);
+    switchover(&cluster, p, a);
+    wait_for(Duration::from_secs(15), "the switchover", || {
+        cluster.writable_primary() == Some(a) && write_refusal(&cluster, a).is_none()
+    });
+    cluster.wait_replica_links(a);
+    let mut c = cluster.client(a);
+    assert_eq!(
+        set_then_wait(&mut c, 0..10, 2),
+        2,
+        "both replicas acknowledge the new term's first writes"
+    );
+    // The feed's live offset (`INFO`'s is a tick old).
+    let token: Vec<u64> = redis::cmd("REPL.TOKEN").query(&mut c).unwrap();
+    let primary_offset = token[1];
+    wait_for(
+        Duration::from_secs(5),
+        "b to report its place in the new feed",
+        || reported_offset(&cluster, b).is_some_and(|o| o > 0),
+    );
+    let kevy_says = info_field(&cluster, b, "slave_repl_offset").unwrap_or(0);
+    let reported = reported_offset(&cluster, b).unwrap();
+    println!("new primary at {primary_offset}; b: kevy INFO says {kevy_says}, the elector reports {reported}");
+    assert!(
+        reported <= primary_offset,
+        "b reports {reported}, beyond its primary's {primary_offset} (kevy's INFO: {kevy_says})"
+    );
+
+    // b's kevy misses the last writes, which p acknowledges; then the
+    // primary dies and b comes back.
+    signal_data(&cluster, b, "STOP");
+    assert_eq!(
+        set_then_wait(&mut c, 10..30, 1),
+        1,
+        "p acknowledges the writes b misses"
+    );
+    cluster.kill_node(a);
+    signal_data(&cluster, b, "CONT");
+    let winner = cluster.wait_primary(Duration::from_secs(20));
+    wait_for(
+        Duration::from_secs(10),
+        "the winner's kevy promoted",
+        || write_refusal(&cluster, winner).is_none(),
+    );
+    let mut w = cluster.client(winner);
+    let missing: Vec<String> = (0..30)
+        .map(|i| format!("n{i}"))
+        .filter(|k| {
+            let v: Option<String> = redis::cmd("GET").arg(k).query(&mut w).unwrap();
+            v.is_none()
+        })
+        .collect();
+    if !missing.is_empty() || std::env::var("DUMP").is_ok() {
+        cluster.dump_logs();
+    }
+    assert!(
+        missing.is_empty(),
+        "node {winner} won without acknowledged writes {missing:?}"
+    );
+    assert_eq!(winner, p, "only p holds every acknowledged write");
 }

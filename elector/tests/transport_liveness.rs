@@ -76,7 +76,8 @@ fn connect_from(k: usize, target: SocketAddr) -> std::io::Result<TcpStream> {
 }
 
 /// §3.3: 2000 connections (override with `FLOOD=n`) from ten source
-/// addresses (so both the per-source and the total cap are hit) that each send half a
+/// addresses (the total cap is hit; the slow writers, from one address,
+/// hit the per-source cap) that each send half a
 /// HELLO and stay open, plus slow writers trickling a HELLO a byte at a
 /// time, against the primary's election port: no node changes role, epoch
 /// or primary, every node keeps hearing every other, and every pending
@@ -140,6 +141,10 @@ fn a_flood_of_half_hellos_and_slow_writers_against_the_primary_moves_nothing_3_3
         .parse()
         .unwrap();
     let slow_stop = Arc::new(AtomicBool::new(false));
+    // The slow writers (20 from one address: beyond the per-source cap of
+    // 8) connect before the flood, so they meet that cap and not the total
+    // one, whatever the machine's load.
+    let (connected_tx, connected_rx) = std::sync::mpsc::channel();
     let slow = {
         let slow_stop = Arc::clone(&slow_stop);
         std::thread::spawn(move || {
@@ -147,6 +152,7 @@ fn a_flood_of_half_hellos_and_slow_writers_against_the_primary_moves_nothing_3_3
             let mut writers: Vec<TcpStream> = (0..20)
                 .filter_map(|_| TcpStream::connect_timeout(&target, Duration::from_secs(1)).ok())
                 .collect();
+            let _ = connected_tx.send(());
             let mut sent = 0;
             while !slow_stop.load(Ordering::Relaxed) && sent < hello.len() - 1 {
                 for w in &mut writers {
@@ -159,6 +165,9 @@ fn a_flood_of_half_hellos_and_slow_writers_against_the_primary_moves_nothing_3_3
         })
     };
 
+    connected_rx
+        .recv_timeout(Duration::from_secs(25))
+        .expect("the slow writers connect");
     let flood: usize = std::env::var("FLOOD")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -33,7 +33,8 @@ impl AnyNode {
                     .with_reconnect_window(Duration::from_millis(dn.kevy_reconnect_window_ms))
                     .with_watchdog_clamps(crate::api::metrics::watchdog_clamps_path(
                         &config.data_dir,
-                    )),
+                    ))
+                    .with_position_file(super::kevy_stream::position_path(&config.data_dir)),
             )),
             DataNodeKind::Redis => AnyNode::Redis(Box::new(RedisNode::new(
                 &dn.address,
@@ -95,6 +96,13 @@ impl DataNodeAdapter for AnyNode {
         match self {
             AnyNode::Kevy(n) => n.watchdog_clamp().await,
             AnyNode::Redis(n) => n.watchdog_clamp().await,
+        }
+    }
+
+    fn watchdog_silence_began(&mut self) {
+        match self {
+            AnyNode::Kevy(n) => n.watchdog_silence_began(),
+            AnyNode::Redis(n) => n.watchdog_silence_began(),
         }
     }
 

@@ -169,6 +169,34 @@ impl RespClient {
         self.settle(|| format!("{} (x{times})", args.join(" ")), outcome)
     }
 
+    /// Sends `commands` in one pipeline (one round trip, back to back on
+    /// the server, [`COMMAND_TIMEOUT`] for all) and returns every reply as
+    /// sent, a server error included (`Value::ServerError`): the caller
+    /// tells which command it concerns.
+    pub(crate) async fn pipeline(
+        &mut self,
+        commands: &[&[&str]],
+    ) -> Result<Vec<redis::Value>, DataNodeError> {
+        use redis::aio::ConnectionLike;
+        let mut conn = self.connection().await?;
+        let mut pipe = redis::pipe();
+        for args in commands {
+            pipe.cmd(args[0]).arg(&args[1..]);
+        }
+        let outcome = tokio::time::timeout(
+            COMMAND_TIMEOUT,
+            conn.req_packed_commands(&pipe, 0, commands.len()),
+        )
+        .await;
+        self.settle(
+            || {
+                let all: Vec<String> = commands.iter().map(|c| c.join(" ")).collect();
+                all.join("; ")
+            },
+            outcome,
+        )
+    }
+
     /// `REPLICAOF host port`.
     pub(crate) async fn replicaof(&mut self, host: &str, port: u16) -> Result<(), DataNodeError> {
         self.call::<String>(&["REPLICAOF", host, &port.to_string()])

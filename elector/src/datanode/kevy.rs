@@ -33,13 +33,20 @@
 //! (a new feed generation restarts offsets at 0), so `WAIT` would count
 //! acknowledgements from a node's last primary term: a node that was a
 //! primary a moment ago is promoted only once those have expired
-//! ([`super::kevy_hold`]).
+//! ([`super::kevy_hold`]), and a primary whose lease lapsed is fenced with
+//! the quiesce rather than demoted ([`super::kevy_quiesce`]).
+//!
+//! kevy's `INFO` offsets are not a replica's place in its current feed
+//! (a process-lifetime maximum, refreshed at heartbeats); the offset we
+//! report and vote with comes from `REPL.TOKEN` ([`super::kevy_stream`]).
 
 use super::ack_nudge::{self, Shared as NudgeShared};
 use super::client::{Credentials, RespClient};
 use super::info::Upstream;
 use super::kevy_hold::PromotionHold;
 use super::kevy_pad::StaleAcks;
+use super::kevy_quiesce::{Quiesce, QUIESCE_TIMEOUT_MS};
+use super::kevy_stream::{self, StreamPosition, UpstreamAt};
 use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
@@ -60,24 +67,6 @@ use tokio::sync::watch;
 const PROMOTION_WAIT: Duration = Duration::from_millis(1_000);
 const PROMOTION_POLL: Duration = Duration::from_millis(20);
 
-/// How long kevy keeps a quiesce on its own if we never lift it: longer than
-/// the longest switchover the API accepts (120 s), so it never lifts while a
-/// handover still needs it; short enough that a node left quiesced by a
-/// crashed elector does not stay unwritable for ever.
-const QUIESCE_TIMEOUT_MS: u64 = 600_000;
-
-/// kevy's handover thread notices an abort within one probe interval
-/// (250 ms after a refused connection). A new quiesce set before it has
-/// noticed would be lifted by that old thread at its old deadline, so a
-/// new quiesce waits this long after an abort.
-const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
-
-/// How long a lapsed lease's quiesce may fence a primary before it gives
-/// way to demotion: far inside [`QUIESCE_TIMEOUT_MS`], after which kevy
-/// would lift it by itself; long enough for a quorum flap (a few
-/// `down_after`) to end without a promotion.
-const FENCE_QUIESCE_MAX: Duration = Duration::from_secs(60);
-
 /// The `[replication] reconnect_window_ms` our configurations give kevy
 /// (kevy's own default is 60 s): see [`super::kevy_hold`].
 pub(crate) const DEFAULT_RECONNECT_WINDOW: Duration = Duration::from_millis(1_000);
@@ -92,13 +81,9 @@ pub struct KevyNode {
     replication_port_offset: u16,
     /// Resolved replication address of the primary we were last told to follow.
     following: Upstream,
-    /// Whether a quiesce we set may still be in force (`None`: unknown, e.g.
-    /// after our own restart; treated as "maybe").
-    quiesced: Option<bool>,
-    /// Since when our quiesce has been in force (reset by a lift).
-    quiesced_since: Option<Instant>,
-    /// When we last sent `FAILOVER ABORT`.
-    aborted_at: Option<Instant>,
+    /// The quiesce we set or lifted, and the handover threads it may have
+    /// left running ([`super::kevy_quiesce`]).
+    quiesce: Quiesce,
     /// Abort hanging connects to the upstream a `REPLICAOF` leaves.
     abort_stale_connects: bool,
     /// The replication address kevy itself reported following on the last
@@ -119,9 +104,23 @@ pub struct KevyNode {
     /// value at our last observation.
     watchdog_clamps_file: Option<std::path::PathBuf>,
     watchdog_clamps_seen: Option<u64>,
+    /// When we read that value: a clamp counted later was sent after it.
+    watchdog_clamps_read_at: Option<Instant>,
     /// Acknowledgements kept from an earlier feed generation: logged, and
     /// padded past on the writable primary we made.
     stale_acks: StaleAcks,
+    /// The offset to offer and vote with ([`super::kevy_stream`]).
+    stream: StreamPosition,
+}
+
+/// Where a primary's feed is now: its `REPL.TOKEN`, live (`INFO`'s
+/// `master_repl_offset` is published once per tick, and in the first tick
+/// after a promotion still describes the previous primary term's feed: a
+/// replica given that as the offset to reach would not count as joined
+/// until the new feed passed it). `INFO`'s if the token cannot be read.
+async fn feed_position(probe: &mut RespClient, info: &ReplicationInfo) -> UpstreamAt {
+    let token = probe.pipeline(&[&["REPL.TOKEN"]]).await.ok();
+    UpstreamAt::of_primary(info, token.as_ref().and_then(|t| t.first()))
 }
 
 impl Drop for KevyNode {
@@ -147,9 +146,7 @@ impl KevyNode {
             upstream_probe: None,
             replication_port_offset,
             following: Upstream::default(),
-            quiesced: None,
-            quiesced_since: None,
-            aborted_at: None,
+            quiesce: Quiesce::default(),
             abort_stale_connects: true,
             upstream_seen: None,
             aborts: AbortTally::default(),
@@ -158,8 +155,10 @@ impl KevyNode {
             nudger: None,
             hold: PromotionHold::new(DEFAULT_RECONNECT_WINDOW),
             stale_acks: StaleAcks::default(),
+            stream: StreamPosition::default(),
             watchdog_clamps_file: None,
             watchdog_clamps_seen: None,
+            watchdog_clamps_read_at: None,
         }
     }
 
@@ -178,12 +177,27 @@ impl KevyNode {
         };
         // A missing file is a watchdog that never clamped: 0.
         let count = crate::api::metrics::limits::read_count(path);
+        let now = Instant::now();
         if self.watchdog_clamps_seen.is_some_and(|seen| count > seen) {
-            self.quiesced = None;
-            self.quiesced_since = None;
+            // The watchdog counts after its clamp: the quiesce it sent, and
+            // the thread that came with it, are younger than our last read
+            // (less the moment between its command and its count).
+            let read_at = self.watchdog_clamps_read_at.unwrap_or(now);
+            let not_before = read_at
+                .checked_sub(Duration::from_secs(1))
+                .unwrap_or(read_at);
+            self.quiesce.set_elsewhere(not_before);
         }
         self.watchdog_clamps_seen = Some(count);
+        self.watchdog_clamps_read_at = Some(now);
         info.watchdog_clamps = Some(count);
+    }
+
+    /// Where the elector and the watchdog keep this kevy's position
+    /// ([`super::kevy_stream`]).
+    pub(crate) fn with_position_file(mut self, path: std::path::PathBuf) -> KevyNode {
+        self.stream = std::mem::take(&mut self.stream).with_file(path);
+        self
     }
 
     /// kevy's `[replication] reconnect_window_ms` on this node
@@ -204,7 +218,7 @@ impl KevyNode {
     /// This node is the writable primary we made and still one: the only
     /// node the nudger may send frames to.
     fn nudge_armed(&self, info: &ReplicationInfo) -> bool {
-        self.ack_nudge && self.writable_applied && self.quiesced == Some(false) && info.is_master()
+        self.ack_nudge && self.writable_applied && self.quiesce.is_lifted() && info.is_master()
     }
 
     /// The nudger is to wake: armed, and an online replica has not
@@ -247,9 +261,10 @@ impl KevyNode {
     }
 
     /// Waits, [`PROMOTION_WAIT`] at most, until the kevy at `primary_addr`
-    /// (its client address) reports itself a primary; `UpstreamNotPrimary`
-    /// if it does not.
-    async fn await_promotion(&mut self, primary_addr: &str) -> Result<(), DataNodeError> {
+    /// (its client address) reports itself a primary, and returns where its
+    /// feed is then (our replica has joined once it reaches that);
+    /// `UpstreamNotPrimary` if it does not become one.
+    async fn await_promotion(&mut self, primary_addr: &str) -> Result<UpstreamAt, DataNodeError> {
         if self
             .upstream_probe
             .as_ref()
@@ -265,7 +280,7 @@ impl KevyNode {
         loop {
             let info = tokio::time::timeout_at(deadline, probe.replication_info()).await;
             match info {
-                Ok(Ok(info)) if info.is_master() => return Ok(()),
+                Ok(Ok(info)) if info.is_master() => return Ok(feed_position(probe, &info).await),
                 Err(_) => break,
                 Ok(_) => {}
             }
@@ -300,11 +315,18 @@ impl KevyNode {
     /// the upstream it leaves (kevy joins that thread before it answers).
     async fn replicate_from(&mut self, to: Option<(&str, u16)>) -> Result<(), DataNodeError> {
         let leaving = self.leaving(to);
+        let port = to.map(|(_, p)| p.to_string());
+        let replicaof: Vec<&str> = match (to, &port) {
+            (Some((host, _)), Some(port)) => vec!["REPLICAOF", host, port],
+            _ => vec!["REPLICAOF", "NO", "ONE"],
+        };
+        // The runner's position is read in the same pipeline, just before
+        // the `REPLICAOF` replaces it (its offset restarts at 0).
         let command = async {
-            match to {
-                Some((host, port)) => self.client.replicaof(host, port).await,
-                None => self.client.promote().await,
-            }
+            self.stream
+                .read_then(&mut self.client, Some(&replicaof))
+                .await
+                .map(drop)
         };
         let Some((host, port)) = leaving else {
             return command.await;
@@ -334,10 +356,8 @@ impl KevyNode {
                 message: "the node is not a primary; a handover cannot drain it".into(),
             });
         }
-        if let Some(at) = self.aborted_at {
-            if let Some(wait) = QUIESCE_THREAD_EXIT.checked_sub(at.elapsed()) {
-                tokio::time::sleep(wait).await;
-            }
+        if let Some(wait) = self.quiesce.wait_for_threads(Instant::now()) {
+            tokio::time::sleep(wait).await;
         }
         self.send_quiesce().await
     }
@@ -347,42 +367,30 @@ impl KevyNode {
     async fn send_quiesce(&mut self) -> Result<(), DataNodeError> {
         let (host, port) = (NOWHERE.0, NOWHERE.1.to_string());
         let timeout = QUIESCE_TIMEOUT_MS.to_string();
+        // Before the command: kevy starts the thread before it answers.
+        let sent_at = Instant::now();
         self.client
             .call::<String>(&["FAILOVER", host, &port, "TIMEOUT", &timeout])
             .await?;
-        if self.quiesced != Some(true) {
-            self.quiesced_since = Some(Instant::now());
-        }
-        self.quiesced = Some(true);
+        self.quiesce.sent(sent_at);
         Ok(())
-    }
-
-    /// A quiesce that has fenced the node this long gives way to demotion:
-    /// kevy lifts a quiesce on its own at [`QUIESCE_TIMEOUT_MS`].
-    fn fence_quiesce_outlived(&self) -> bool {
-        self.quiesced_since
-            .is_some_and(|since| since.elapsed() >= FENCE_QUIESCE_MAX)
     }
 
     /// The fence of a primary whose lease lapsed (or not yet granted): on a
     /// node that is a primary, the quiesce, so it stays a primary in the
     /// same feed generation and a quorum flap re-opens it without a
     /// promotion (kevy would count its replicas' acknowledgements from
-    /// before a promotion: [`super::kevy_hold`]). Demotion, as before, on a
-    /// replica, when a lift was sent too recently for a new quiesce to be
-    /// sure to hold (kevy's old handover thread could lift it: demotion
-    /// applies at once instead of waiting), or once the quiesce has fenced
-    /// for [`FENCE_QUIESCE_MAX`].
+    /// before a promotion: [`super::kevy_hold`]), also right after a lift
+    /// (a thread that missed the lift counts towards the quiesce's age).
+    /// Demotion, as before, on a replica, or once the oldest handover thread
+    /// that may still run is [`super::kevy_quiesce::FENCE_QUIESCE_MAX`] old.
     async fn fence_primary(&mut self) -> Result<(), DataNodeError> {
-        let outlived = self.fence_quiesce_outlived();
-        if self.quiesced == Some(true) && !outlived {
+        let outlived = self.quiesce.outlived(Instant::now());
+        if self.quiesce.is_set() && !outlived {
             self.following.clear();
             return Ok(());
         }
-        let lift_settled = self
-            .aborted_at
-            .is_none_or(|at| at.elapsed() >= QUIESCE_THREAD_EXIT);
-        if self.hold.was_primary() && lift_settled && !outlived {
+        if self.hold.was_primary() && !outlived {
             match self.send_quiesce().await {
                 Ok(()) => {
                     self.following.clear();
@@ -407,13 +415,11 @@ impl KevyNode {
 
     /// Lifts a quiesce we may have set (harmless when there is none).
     async fn lift_quiesce(&mut self) -> Result<(), DataNodeError> {
-        if self.quiesced == Some(false) {
+        if self.quiesce.is_lifted() {
             return Ok(());
         }
         self.client.call::<String>(&["FAILOVER", "ABORT"]).await?;
-        self.quiesced = Some(false);
-        self.quiesced_since = None;
-        self.aborted_at = Some(Instant::now());
+        self.quiesce.lifted(Instant::now());
         Ok(())
     }
 }
@@ -426,12 +432,23 @@ impl DataNodeAdapter for KevyNode {
     async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
         let mut info = self.client.replication_info().await?;
         self.note_watchdog_clamps(&mut info);
+        self.stream.identify(info.identity.as_deref());
+        // Raw, so that `-LOADING` (a full resync) is a reading, not a failure.
+        let token = self.client.pipeline(&[&["REPL.TOKEN"]]).await?;
+        if let Some(reading) = token
+            .first()
+            .and_then(|t| kevy_stream::parse_reading(&info, t))
+        {
+            let reported = self.stream.observe(&reading, info.offset);
+            info.offset = reported.offset;
+            info.link_up &= reported.link_joined;
+        }
         self.upstream_seen = match (&info.master_host, info.master_port) {
             (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),
             _ => None,
         };
         self.hold.observed(info.is_master(), Instant::now());
-        let may_pad = self.writable_applied && self.quiesced == Some(false);
+        let may_pad = self.writable_applied && self.quiesce.is_lifted();
         self.stale_acks
             .handle(&mut self.client, &info, may_pad, self.hold.window())
             .await;
@@ -480,10 +497,14 @@ impl DataNodeAdapter for KevyNode {
             DataNodeTarget::Follow { primary_addr, .. } => {
                 let (host, client_port) = resolve(primary_addr).await?;
                 let port = client_port.saturating_add(self.replication_port_offset);
-                if !self.following.is_following(primary_addr) {
-                    self.await_promotion(primary_addr).await?;
-                }
+                // Re-applied to the same primary: no new floor to reach.
+                let upstream = if self.following.is_following(primary_addr) {
+                    UpstreamAt::NONE
+                } else {
+                    self.await_promotion(primary_addr).await?
+                };
                 self.replicate_from(Some((&host, port))).await?;
+                self.stream.following(upstream);
                 self.hold.demoted(Instant::now());
                 self.following.set(primary_addr, host, port);
                 self.lift_quiesce().await?;
@@ -506,6 +527,12 @@ impl DataNodeAdapter for KevyNode {
         self.fence_primary().await
     }
 
+    /// A quiesce this watchdog set in an earlier silence was lifted by the
+    /// elector when it came back (or replaced by its own): send it again.
+    fn watchdog_silence_began(&mut self) {
+        self.quiesce.forget();
+    }
+
     /// kevy's only general fence is demotion (no `min-replicas-*`, no
     /// `replica-read-only` in its `CONFIG SET`).
     async fn fence_blind(&mut self) -> Result<(), DataNodeError> {
@@ -520,10 +547,12 @@ impl DataNodeAdapter for KevyNode {
 
     fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget) -> bool {
         match target {
-            DataNodeTarget::Primary => info.is_master() && self.quiesced == Some(false),
-            DataNodeTarget::HandingOver => info.is_master() && self.quiesced == Some(true),
+            DataNodeTarget::Primary => info.is_master() && self.quiesce.is_lifted(),
+            DataNodeTarget::HandingOver => info.is_master() && self.quiesce.is_set(),
             DataNodeTarget::FencedPrimary => {
-                (info.is_master() && self.quiesced == Some(true) && !self.fence_quiesce_outlived())
+                (info.is_master()
+                    && self.quiesce.is_set()
+                    && !self.quiesce.outlived(Instant::now()))
                     || info.follows(NOWHERE.0, NOWHERE.1)
             }
             DataNodeTarget::Isolated => info.follows(NOWHERE.0, NOWHERE.1),
@@ -579,7 +608,7 @@ mod tests {
         let mut node =
             KevyNode::new("127.0.0.1:1", &Credentials::default(), 10_000).with_ack_nudge(true);
         node.writable_applied = true;
-        node.quiesced = Some(false);
+        node.quiesce.lifted(Instant::now());
         node
     }
 
@@ -602,7 +631,7 @@ mod tests {
         fenced.writable_applied = false;
         assert!(!fenced.nudge_due(&primary_info(Some(18))));
         let mut draining = writable_primary();
-        draining.quiesced = Some(true);
+        draining.quiesce.sent(Instant::now());
         assert!(!draining.nudge_due(&primary_info(Some(18))), "handing over");
         let off = writable_primary().with_ack_nudge(false);
         assert!(!off.nudge_due(&primary_info(Some(18))));

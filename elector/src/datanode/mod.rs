@@ -14,6 +14,8 @@ mod info;
 mod kevy;
 mod kevy_hold;
 mod kevy_pad;
+mod kevy_quiesce;
+mod kevy_stream;
 mod redis_node;
 pub(crate) mod stale_connect;
 
@@ -83,6 +85,10 @@ pub(crate) trait DataNodeAdapter: Send + 'static {
     fn watchdog_clamp(&mut self) -> impl Future<Output = Result<(), DataNodeError>> + Send {
         async move { self.apply(&DataNodeTarget::Isolated).await }
     }
+    /// The watchdog starts fencing for a new silence of the elector: what
+    /// the adapter set in an earlier one may since have been lifted or
+    /// replaced by the elector, so it must not be taken as still in force.
+    fn watchdog_silence_began(&mut self) {}
     /// Hanging replication connects aborted since the last call, and the
     /// last reason one could not be (kevy only).
     fn take_aborts(&mut self) -> stale_connect::AbortTally {

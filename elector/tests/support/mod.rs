@@ -64,9 +64,15 @@ fn stop_child(child: &mut Option<Child>) {
 }
 
 /// Prints the last 25 lines of a log file (for a failing test's report).
+/// The last lines of a log, 25 unless `ELECTOR_TEST_LOG_LINES` says how many
+/// (a failure whose cause is earlier than its last 25 lines).
 fn print_log_tail(label: &str, path: &std::path::Path) {
+    let lines = std::env::var("ELECTOR_TEST_LOG_LINES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(25);
     if let Ok(text) = std::fs::read_to_string(path) {
-        let tail: Vec<&str> = text.lines().rev().take(25).collect();
+        let tail: Vec<&str> = text.lines().rev().take(lines).collect();
         eprintln!(
             "---- {label}\n{}",
             tail.into_iter().rev().collect::<Vec<_>>().join("\n")

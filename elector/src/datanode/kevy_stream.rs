@@ -1,0 +1,444 @@
+//! Where a kevy's data stands in the feed it last took part in: the offset
+//! the elector offers as a candidate and judges offers against as a voter
+//! (protocol §4.3, §5.2; docs/architecture.md §kevy "The offset a kevy
+//! offers").
+//!
+//! kevy 7.0.0's `INFO` `slave_repl_offset` is not that number. It is the
+//! highest offset any replication runner of the process reported at a
+//! heartbeat, over every feed generation the process ever followed
+//! (offsets restart at 0 with each promotion), and it moves once a second.
+//! So a replica that joined a new generation and was cut off early still
+//! reports an older generation's larger offset, and won an election against
+//! a holder of acknowledged writes (chaos seed 2126, 5 nodes: it offered
+//! 1532, the holder had 1431); and a voter reports less than it has
+//! acknowledged (acknowledgements go out every 100 ms, heartbeats once a
+//! second).
+//!
+//! `REPL.TOKEN` on a replica answers the current runner's upstream feed
+//! generation (0 until it has heard the upstream's first heartbeat) and its
+//! applied offset, the number kevy acknowledges with, and `-LOADING` while a
+//! full resync loads. Every `REPLICAOF` replaces the runner and both restart
+//! at 0. So:
+//! - a replica has *joined* its upstream's feed once the runner has heard
+//!   the upstream (generation not 0), its snapshot is swapped in (no
+//!   `-LOADING`; kevy ships one on every `REPLICAOF`, the swap is atomic) and
+//!   its offset has reached what the upstream held when we pointed it there
+//!   ([`UpstreamAt`]; given up after [`FLOOR_GRACE_MS`]); only then is its
+//!   offset reported and its link reported up (the core claims the new
+//!   stream on a link up, §4.3);
+//! - the position is read in the same pipeline as every `REPLICAOF`, just
+//!   before it ends the runner, and held while the node follows nobody or
+//!   has not joined yet;
+//! - the held position is written to a file beside the watchdog's clamp
+//!   count, so the watchdog's `REPLICAOF` (another process, while the
+//!   elector is frozen) does not lose it.
+//!
+//! What is left: an acknowledgement the runner sends between the read and
+//! the `REPLICAOF` of the same pipeline (microseconds, against a 100 ms
+//! acknowledgement cadence) is not counted; and with no position held at all
+//! (an elector restarted while its kevy follows nobody) the old `INFO`
+//! number is the fallback until the node joins a feed again (protocol
+//! §6.2.1, "truthful positions").
+
+use super::client::RespClient;
+use super::info::parse_identity;
+use super::{DataNodeError, ReplicationInfo, NOWHERE};
+use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What `INFO replication` and `REPL.TOKEN`, read back to back, said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Reading {
+    /// A primary at this offset of its own feed.
+    Primary { offset: u64 },
+    /// A replica: the runner's upstream generation and applied offset,
+    /// whether a full resync is loading, and whether it points anywhere
+    /// (a replica of [`super::NOWHERE`] follows nobody).
+    Replica {
+        generation: u64,
+        offset: u64,
+        syncing: bool,
+        follows_someone: bool,
+    },
+}
+
+/// How long a runner that has heard its upstream, loaded its snapshot and
+/// is short only of the floor waits before the floor is dropped: three of
+/// kevy's heartbeats, so a real floor is reached first.
+const FLOOR_GRACE_MS: u64 = 3_000;
+
+/// Where a primary's feed was when we pointed a replica at it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UpstreamAt {
+    pub(crate) offset: u64,
+    /// Its feed generation, when read from its `REPL.TOKEN`.
+    pub(crate) generation: Option<u64>,
+}
+
+impl UpstreamAt {
+    /// No floor: a replica re-pointed at the primary it already follows.
+    pub(crate) const NONE: UpstreamAt = UpstreamAt {
+        offset: 0,
+        generation: None,
+    };
+
+    /// A primary's position from its `INFO` (`info.is_master()`) and its
+    /// `REPL.TOKEN` (`[generation, next offset]`, live). For one tick after
+    /// a promotion both may still describe the previous feed: the token
+    /// then names the old generation, so the floor binds no runner of the
+    /// new one. Without a token, `INFO`'s offset, generation unknown.
+    pub(crate) fn of_primary(info: &ReplicationInfo, token: Option<&redis::Value>) -> UpstreamAt {
+        let int = |v: &redis::Value| match v {
+            redis::Value::Int(i) => u64::try_from(*i).ok(),
+            _ => None,
+        };
+        match token {
+            Some(redis::Value::Array(pair)) if pair.len() == 2 => {
+                match (int(&pair[0]), int(&pair[1])) {
+                    // The lower of the two: `INFO`'s may lag a tick, or
+                    // describe the previous feed (higher); the token has
+                    // been seen one above what the feed then reached.
+                    (Some(generation), Some(offset)) => UpstreamAt {
+                        offset: offset.min(info.offset),
+                        generation: Some(generation),
+                    },
+                    _ => UpstreamAt {
+                        offset: info.offset,
+                        generation: None,
+                    },
+                }
+            }
+            _ => UpstreamAt {
+                offset: info.offset,
+                generation: None,
+            },
+        }
+    }
+}
+
+/// A position and when it was taken (milliseconds since the epoch; the
+/// elector and the watchdog share the host's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Held {
+    offset: u64,
+    at_ms: u64,
+}
+
+/// The adapter's memory of the node's position.
+#[derive(Debug, Default)]
+pub(crate) struct StreamPosition {
+    held: Option<Held>,
+    /// While following an upstream we pointed the node at: the offset that
+    /// upstream had then, which a joined runner has reached. It applies to
+    /// the first feed generation the runner hears (`floor_generation`) and
+    /// until it has joined: an upstream promoted again restarts at 0.
+    join_floor: u64,
+    floor_generation: Option<u64>,
+    /// Since when the runner has had everything but the floor.
+    short_of_floor_since_ms: Option<u64>,
+    /// Shared with the watchdog (`<data_dir>/kevy-position`).
+    file: Option<PathBuf>,
+    /// The kevy process the held position belongs to (`process_id`).
+    identity: Option<String>,
+    /// The `INFO` fallback was used and said so (once per process).
+    fallback_logged: bool,
+    /// When this process started keeping the position: the file is trusted
+    /// only if written since (see [`Self::read`]).
+    since_ms: u64,
+}
+
+/// The offset to report and whether the node's link to its upstream counts
+/// as up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reported {
+    pub(crate) offset: u64,
+    pub(crate) link_joined: bool,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl StreamPosition {
+    pub(crate) fn with_file(mut self, path: PathBuf) -> StreamPosition {
+        self.file = Some(path);
+        self.since_ms = now_ms();
+        self
+    }
+
+    /// The data node answered as `identity`: a different process holds
+    /// nothing we knew.
+    pub(crate) fn identify(&mut self, identity: Option<&str>) {
+        let Some(identity) = identity else { return };
+        if self.identity.as_deref() != Some(identity) {
+            if self.identity.is_some() {
+                self.held = None;
+            }
+            self.identity = Some(identity.to_string());
+        }
+    }
+
+    fn joined(&self, reading: &Reading) -> Option<u64> {
+        match *reading {
+            Reading::Primary { offset } => Some(offset),
+            Reading::Replica {
+                generation,
+                offset,
+                syncing,
+                follows_someone,
+            } => {
+                let floor = match self.floor_generation {
+                    Some(g) if g != generation => 0,
+                    _ => self.join_floor,
+                };
+                (follows_someone && generation != 0 && !syncing && offset >= floor)
+                    .then_some(offset)
+            }
+        }
+    }
+
+    /// A poll's reading: what to report instead of `INFO`'s offset
+    /// (`info_offset`, used only when nothing is held).
+    pub(crate) fn observe(&mut self, reading: &Reading, info_offset: u64) -> Reported {
+        self.observe_at(reading, info_offset, now_ms())
+    }
+
+    pub(crate) fn observe_at(&mut self, reading: &Reading, info_offset: u64, now: u64) -> Reported {
+        if let Reading::Replica { generation, .. } = *reading {
+            if generation != 0 && self.floor_generation.is_none() {
+                self.floor_generation = Some(generation);
+            }
+        }
+        self.give_up_a_floor_never_reached(reading, now);
+        if let Some(offset) = self.joined(reading) {
+            self.join_floor = 0;
+            self.short_of_floor_since_ms = None;
+            self.held = Some(Held {
+                offset,
+                at_ms: now_ms(),
+            });
+            return Reported {
+                offset,
+                link_joined: true,
+            };
+        }
+        let offset = match self.newest_held() {
+            Some(held) => held.offset,
+            None => {
+                if !self.fallback_logged {
+                    self.fallback_logged = true;
+                    tracing::warn!(
+                        info_offset,
+                        "kevy: no position held for a node that has not joined a feed; reporting INFO's slave_repl_offset, which may be another feed generation's (docs/architecture.md §kevy)"
+                    );
+                }
+                info_offset
+            }
+        };
+        Reported {
+            offset,
+            link_joined: false,
+        }
+    }
+
+    /// A runner that has everything but the floor for [`FLOOR_GRACE_MS`]
+    /// is taken as joined: kevy's reading of a just-promoted primary can
+    /// name an offset its feed then does not reach (seen: 1, then 0 a few
+    /// milliseconds later, same generation, no write), and a floor never
+    /// reached would keep the link down until the next write.
+    fn give_up_a_floor_never_reached(&mut self, reading: &Reading, now: u64) {
+        let Reading::Replica {
+            generation,
+            offset,
+            syncing,
+            follows_someone,
+        } = *reading
+        else {
+            return;
+        };
+        let binding = self.floor_generation == Some(generation) && self.join_floor > offset;
+        if !(follows_someone && generation != 0 && !syncing && binding) {
+            self.short_of_floor_since_ms = None;
+            return;
+        }
+        let since = *self.short_of_floor_since_ms.get_or_insert(now);
+        if now.saturating_sub(since) >= FLOOR_GRACE_MS {
+            tracing::warn!(
+                floor = self.join_floor,
+                offset,
+                generation,
+                "kevy: replica never reached the offset its primary reported when it was pointed there; counting it as joined"
+            );
+            self.join_floor = 0;
+        }
+    }
+
+    /// What the pipeline read just before a `REPLICAOF` ended the runner:
+    /// held (and written for the watchdog or a restarted elector) if the
+    /// node had joined a feed; the runner that follows starts over.
+    pub(crate) fn leaving(&mut self, reading: Option<&Reading>) {
+        if let Some(offset) = reading.and_then(|r| self.joined(r)) {
+            let held = Held {
+                offset,
+                at_ms: now_ms(),
+            };
+            self.held = Some(held);
+            self.write(held);
+        }
+        self.join_floor = 0;
+        self.floor_generation = None;
+        self.short_of_floor_since_ms = None;
+    }
+
+    /// `INFO server` (whose kevy process this is), `INFO replication` and
+    /// `REPL.TOKEN`, back to back, followed by `then` in the same pipeline:
+    /// a `REPLICAOF`, which replaces the runner whose position they read
+    /// (held by [`Self::leaving`]); its error, if any, is the call's. A
+    /// reading of an unexpected shape is said in a warning and changes
+    /// nothing.
+    pub(crate) async fn read_then(
+        &mut self,
+        client: &mut RespClient,
+        then: Option<&[&str]>,
+    ) -> Result<Option<Reading>, DataNodeError> {
+        let mut commands: Vec<&[&str]> = vec![
+            &["INFO", "server"],
+            &["INFO", "replication"],
+            &["REPL.TOKEN"],
+        ];
+        commands.extend(then);
+        let replies = client.pipeline(&commands).await?;
+        if let (Some(args), Some(redis::Value::ServerError(e))) = (then, replies.get(3)) {
+            return Err(DataNodeError::Refused {
+                command: args.join(" "),
+                message: format!("{}: {}", e.code(), e.details().unwrap_or_default()),
+            });
+        }
+        let text = |i: usize| match replies.get(i) {
+            Some(redis::Value::BulkString(text)) => {
+                Some(String::from_utf8_lossy(text).into_owned())
+            }
+            _ => None,
+        };
+        if let Some(server) = text(0) {
+            self.identify(parse_identity(&server).as_deref());
+        }
+        let info = text(1).and_then(|t| ReplicationInfo::parse(&t).ok());
+        let reading = info
+            .as_ref()
+            .zip(replies.get(2))
+            .and_then(|(info, token)| parse_reading(info, token));
+        if reading.is_none() {
+            tracing::warn!(
+                ?replies,
+                "kevy: unexpected INFO/REPL.TOKEN reply; position not read"
+            );
+        }
+        if then.is_some() {
+            self.leaving(reading.as_ref());
+        }
+        Ok(reading)
+    }
+
+    /// The node was pointed at an upstream whose feed was at `upstream`:
+    /// the offset counts as a floor in that feed generation only. Without
+    /// one (an `INFO` reading), in the first generation the runner hears.
+    pub(crate) fn following(&mut self, upstream: UpstreamAt) {
+        self.join_floor = upstream.offset;
+        self.floor_generation = upstream.generation;
+        self.short_of_floor_since_ms = None;
+    }
+
+    /// The newer of ours and the file's (written by whoever ran the last
+    /// `REPLICAOF` with a joined runner: us, or the watchdog while we were
+    /// silent), for this kevy process only.
+    fn newest_held(&self) -> Option<Held> {
+        let from_file = self.read();
+        match (self.held, from_file) {
+            (Some(a), Some(b)) => Some(if b.at_ms > a.at_ms { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The file's position, if written since we started, for the kevy
+    /// process we have seen. Not across our own restart: kevy has no run
+    /// id, and a kevy restarted with its container has a new process with
+    /// the same process id (and perhaps none of the data).
+    fn read(&self) -> Option<Held> {
+        let text = std::fs::read_to_string(self.file.as_ref()?).ok()?;
+        let mut parts = text.split_whitespace();
+        let (identity, offset, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
+        let held = Held {
+            offset: offset.parse().ok()?,
+            at_ms: at_ms.parse().ok()?,
+        };
+        (Some(identity) == self.identity.as_deref() && held.at_ms >= self.since_ms).then_some(held)
+    }
+
+    /// Best effort: a failed write leaves the file older than our memory,
+    /// which [`Self::newest_held`] prefers anyway.
+    fn write(&self, held: Held) {
+        let (Some(path), Some(identity)) = (&self.file, &self.identity) else {
+            return;
+        };
+        let tmp = path.with_extension("tmp");
+        let text = format!("{identity} {} {}\n", held.offset, held.at_ms);
+        let result = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = result {
+            tracing::warn!(path = %path.display(), error = %e, "kevy: writing the held position failed");
+        }
+    }
+}
+
+/// The file, in `data_dir`, where the elector and the watchdog keep the
+/// position of their kevy (`process_id offset unix_ms`).
+pub(crate) fn position_path(data_dir: &std::path::Path) -> PathBuf {
+    data_dir.join("kevy-position")
+}
+
+/// Reads `INFO replication` and then `REPL.TOKEN` as kevy 7.0.0 answers
+/// them: a replica's token is `[generation, offset]`, or `-LOADING` while a
+/// full resync loads; a primary's (one shard) `[generation, next offset]`. (`ROLE` will not do: after `REPLICAOF NO ONE` it
+/// still names the upstream of kevy's configuration file.)
+pub(crate) fn parse_reading(info: &ReplicationInfo, token: &redis::Value) -> Option<Reading> {
+    use redis::Value;
+    let int = |v: &Value| match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        _ => None,
+    };
+    if info.is_master() {
+        // The token's offset is the feed's, live; `INFO`'s is refreshed
+        // once per tick (100 ms), so a switchover's drained primary read
+        // there can look caught up with a target that lacks its last
+        // writes (`tests/loopback_cluster.rs`, the kevy switchover).
+        let live = match token {
+            Value::Array(pair) if pair.len() == 2 => int(&pair[1]),
+            _ => None,
+        };
+        return Some(Reading::Primary {
+            offset: live.unwrap_or(info.offset),
+        });
+    }
+    let follows_someone = !info.follows(NOWHERE.0, NOWHERE.1);
+    match token {
+        Value::Array(pair) => Some(Reading::Replica {
+            generation: int(pair.first()?)?,
+            offset: int(pair.get(1)?)?,
+            syncing: false,
+            follows_someone,
+        }),
+        Value::ServerError(e) if e.code() == "LOADING" => Some(Reading::Replica {
+            generation: 0,
+            offset: 0,
+            syncing: true,
+            follows_someone,
+        }),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+#[path = "kevy_stream_tests.rs"]
+mod tests;

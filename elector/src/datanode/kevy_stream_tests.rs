@@ -1,0 +1,217 @@
+use super::*;
+use redis::Value;
+
+fn replica(generation: u64, offset: u64, syncing: bool) -> Reading {
+    Reading::Replica {
+        generation,
+        offset,
+        syncing,
+        follows_someone: true,
+    }
+}
+
+fn nowhere() -> Reading {
+    Reading::Replica {
+        generation: 0,
+        offset: 0,
+        syncing: false,
+        follows_someone: false,
+    }
+}
+
+fn tracker() -> StreamPosition {
+    let mut p = StreamPosition::default();
+    p.identify(Some("process_id:7"));
+    p
+}
+
+/// A floor read from `INFO` (generation unknown).
+fn floor(offset: u64) -> UpstreamAt {
+    UpstreamAt {
+        offset,
+        generation: None,
+    }
+}
+
+#[test]
+fn a_floor_read_in_the_upstreams_previous_feed_binds_no_runner_of_its_new_one() {
+    let mut p = tracker();
+    // Read in the tick after the upstream's promotion: its old feed, at 436.
+    p.following(UpstreamAt {
+        offset: 436,
+        generation: Some(7),
+    });
+    let r = p.observe(&replica(8, 0, false), 0);
+    assert_eq!((r.offset, r.link_joined), (0, true));
+    // Read in the feed the runner hears: binding.
+    p.leaving(Some(&replica(8, 0, false)));
+    p.following(UpstreamAt {
+        offset: 40,
+        generation: Some(8),
+    });
+    assert!(!p.observe(&replica(8, 39, false), 0).link_joined);
+    assert!(p.observe(&replica(8, 40, false), 0).link_joined);
+}
+
+#[test]
+fn a_runner_short_only_of_its_floor_for_three_heartbeats_counts_as_joined() {
+    let mut p = tracker();
+    p.following(UpstreamAt {
+        offset: 1,
+        generation: Some(8),
+    });
+    let t0 = 1_000_000;
+    assert!(
+        !p.observe_at(&replica(8, 0, true), 0, t0).link_joined,
+        "loading"
+    );
+    assert!(!p.observe_at(&replica(8, 0, false), 0, t0 + 100).link_joined);
+    assert!(
+        !p.observe_at(&replica(8, 0, false), 0, t0 + 3_000)
+            .link_joined
+    );
+    let r = p.observe_at(&replica(8, 0, false), 0, t0 + 3_100);
+    assert_eq!((r.offset, r.link_joined), (0, true));
+}
+
+#[test]
+fn a_primarys_position_is_its_tokens_with_info_as_the_fallback() {
+    let info = ReplicationInfo {
+        role: "master".into(),
+        offset: 436,
+        ..ReplicationInfo::default()
+    };
+    let token = Value::Array(vec![Value::Int(8), Value::Int(1)]);
+    assert_eq!(
+        UpstreamAt::of_primary(&info, Some(&token)),
+        UpstreamAt {
+            offset: 1,
+            generation: Some(8)
+        },
+        "INFO's 436 is the previous feed's"
+    );
+    let lagging = ReplicationInfo {
+        offset: 30,
+        ..info.clone()
+    };
+    let token = Value::Array(vec![Value::Int(8), Value::Int(31)]);
+    assert_eq!(
+        UpstreamAt::of_primary(&lagging, Some(&token)).offset,
+        30,
+        "the lower"
+    );
+    assert_eq!(UpstreamAt::of_primary(&info, None), floor(436));
+}
+
+#[test]
+fn a_replica_that_has_not_heard_its_new_upstream_reports_the_position_it_held_with_its_link_down() {
+    let mut p = tracker();
+    assert_eq!(p.observe(&replica(3, 1431, false), 1532).offset, 1431);
+    p.leaving(Some(&replica(3, 1431, false)));
+    p.following(floor(40));
+    // The new runner: no heartbeat yet, or its snapshot still loading, or
+    // not yet at what the upstream held when we pointed the node there.
+    for reading in [
+        replica(0, 0, false),
+        replica(5, 0, true),
+        replica(5, 39, false),
+    ] {
+        let r = p.observe(&reading, 1532);
+        assert_eq!((r.offset, r.link_joined), (1431, false), "{reading:?}");
+    }
+    let r = p.observe(&replica(5, 40, false), 1532);
+    assert_eq!((r.offset, r.link_joined), (40, true));
+}
+
+#[test]
+fn an_upstream_promoted_again_before_the_runner_joined_lifts_the_floor_of_its_old_feed() {
+    let mut p = tracker();
+    p.leaving(Some(&Reading::Primary { offset: 50 }));
+    p.following(floor(500));
+    assert!(!p.observe(&replica(7, 20, false), 0).link_joined);
+    // The upstream's feed restarted (generation 8): its offsets begin at 0.
+    let r = p.observe(&replica(8, 3, false), 0);
+    assert_eq!((r.offset, r.link_joined), (3, true));
+}
+
+#[test]
+fn an_isolated_replica_keeps_the_position_read_in_the_pipeline_of_its_isolation() {
+    let mut p = tracker();
+    p.observe(&replica(3, 900, false), 0);
+    // Frames acknowledged after the last poll are in the pipeline's read.
+    p.leaving(Some(&replica(3, 1000, false)));
+    let r = p.observe(&nowhere(), 1532);
+    assert_eq!((r.offset, r.link_joined), (1000, false));
+}
+
+#[test]
+fn a_runner_that_had_not_joined_when_isolated_leaves_the_older_position_held() {
+    let mut p = tracker();
+    p.observe(&Reading::Primary { offset: 700 }, 0);
+    p.leaving(Some(&Reading::Primary { offset: 720 }));
+    p.following(floor(10));
+    p.leaving(Some(&replica(0, 0, false)));
+    assert_eq!(p.observe(&nowhere(), 1532).offset, 720);
+}
+
+#[test]
+fn with_nothing_held_the_info_offset_is_the_fallback() {
+    let mut p = tracker();
+    assert_eq!(p.observe(&nowhere(), 77).offset, 77);
+}
+
+#[test]
+fn the_watchdogs_newer_capture_beats_the_electors_memory_and_another_kevy_or_an_older_file_is_ignored(
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = position_path(dir.path());
+    let mut elector = tracker().with_file(path.clone());
+    elector.observe(&replica(3, 500, false), 0);
+    // The elector is frozen; the watchdog isolates the node later.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let mut watchdog = tracker().with_file(path.clone());
+    watchdog.leaving(Some(&replica(3, 800, false)));
+    assert_eq!(elector.observe(&nowhere(), 0).offset, 800);
+    // A restarted kevy (another process) holds nothing either wrote.
+    elector.identify(Some("process_id:8"));
+    assert_eq!(elector.observe(&nowhere(), 3).offset, 3);
+    // A restarted elector does not trust a file from before its start: the
+    // same process id may be a kevy restarted with its container.
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    let mut restarted = tracker().with_file(path);
+    assert_eq!(restarted.observe(&nowhere(), 1532).offset, 1532);
+}
+
+fn info(text: &str) -> ReplicationInfo {
+    ReplicationInfo::parse(text).unwrap()
+}
+
+#[test]
+fn info_and_token_replies_are_read_as_kevy_answers_them() {
+    let following = info("role:slave\r\nmaster_host:10.0.0.3\r\nmaster_port:16379\r\nmaster_link_status:up\r\nslave_repl_offset:1532\r\n");
+    let token = Value::Array(vec![Value::Int(4), Value::Int(118)]);
+    assert_eq!(
+        parse_reading(&following, &token),
+        Some(replica(4, 118, false))
+    );
+    let loading =
+        redis::parse_redis_value(b"-LOADING kevy is loading the dataset in memory\r\n").unwrap();
+    assert_eq!(
+        parse_reading(&following, &loading),
+        Some(replica(0, 0, true))
+    );
+    let isolated = info("role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:1\r\nmaster_link_status:up\r\nslave_repl_offset:1532\r\n");
+    let zero = Value::Array(vec![Value::Int(0), Value::Int(0)]);
+    assert_eq!(parse_reading(&isolated, &zero), Some(nowhere()));
+    // A primary's token is live; its INFO offset a tick old.
+    let primary = info("role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:64\r\n");
+    assert_eq!(
+        parse_reading(&primary, &token),
+        Some(Reading::Primary { offset: 118 })
+    );
+    assert_eq!(
+        parse_reading(&primary, &Value::Nil),
+        Some(Reading::Primary { offset: 64 })
+    );
+    assert_eq!(parse_reading(&following, &Value::Nil), None);
+}
