@@ -113,16 +113,6 @@ pub struct KevyNode {
     stream: StreamPosition,
 }
 
-/// Where a primary's feed is now: its `REPL.TOKEN`, live (`INFO`'s
-/// `master_repl_offset` is published once per tick, and in the first tick
-/// after a promotion still describes the previous primary term's feed: a
-/// replica given that as the offset to reach would not count as joined
-/// until the new feed passed it). `INFO`'s if the token cannot be read.
-async fn feed_position(probe: &mut RespClient, info: &ReplicationInfo) -> UpstreamAt {
-    let token = probe.pipeline(&[&["REPL.TOKEN"]]).await.ok();
-    UpstreamAt::of_primary(info, token.as_ref().and_then(|t| t.first()))
-}
-
 impl Drop for KevyNode {
     fn drop(&mut self) {
         if let Some(n) = &self.nudger {
@@ -422,6 +412,16 @@ impl KevyNode {
         self.quiesce.lifted(Instant::now());
         Ok(())
     }
+}
+
+/// Where a primary's feed is now: its `REPL.TOKEN`, live (`INFO`'s
+/// `master_repl_offset` is published once per tick, and in the first tick
+/// after a promotion still describes the previous primary term's feed: a
+/// replica given that as the offset to reach would not count as joined
+/// until the new feed passed it). `INFO`'s if the token cannot be read.
+async fn feed_position(probe: &mut RespClient, info: &ReplicationInfo) -> UpstreamAt {
+    let token = probe.pipeline(&[&["REPL.TOKEN"]]).await.ok();
+    UpstreamAt::of_primary(info, token.as_ref().and_then(|t| t.first()))
 }
 
 impl DataNodeAdapter for KevyNode {

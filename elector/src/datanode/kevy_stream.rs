@@ -205,6 +205,8 @@ impl StreamPosition {
         self.observe_at(reading, info_offset, now_ms())
     }
 
+    /// [`Self::observe`] at `now` (milliseconds since the epoch, the clock
+    /// [`FLOOR_GRACE_MS`] is counted on).
     pub(crate) fn observe_at(&mut self, reading: &Reading, info_offset: u64, now: u64) -> Reported {
         if let Reading::Replica { generation, .. } = *reading {
             if generation != 0 && self.floor_generation.is_none() {
@@ -215,10 +217,7 @@ impl StreamPosition {
         if let Some(offset) = self.joined(reading) {
             self.join_floor = 0;
             self.short_of_floor_since_ms = None;
-            self.held = Some(Held {
-                offset,
-                at_ms: now_ms(),
-            });
+            self.held = Some(Held { offset, at_ms: now });
             return Reported {
                 offset,
                 link_joined: true,
