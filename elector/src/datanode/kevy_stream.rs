@@ -88,31 +88,33 @@ impl UpstreamAt {
     /// then names the old generation, so the floor binds no runner of the
     /// new one. Without a token, `INFO`'s offset, generation unknown.
     pub(crate) fn of_primary(info: &ReplicationInfo, token: Option<&redis::Value>) -> UpstreamAt {
-        let int = |v: &redis::Value| match v {
-            redis::Value::Int(i) => u64::try_from(*i).ok(),
+        let pair = match token {
+            Some(redis::Value::Array(pair)) if pair.len() == 2 => {
+                token_int(&pair[0]).zip(token_int(&pair[1]))
+            }
             _ => None,
         };
-        match token {
-            Some(redis::Value::Array(pair)) if pair.len() == 2 => {
-                match (int(&pair[0]), int(&pair[1])) {
-                    // The lower of the two: `INFO`'s may lag a tick, or
-                    // describe the previous feed (higher); the token has
-                    // been seen one above what the feed then reached.
-                    (Some(generation), Some(offset)) => UpstreamAt {
-                        offset: offset.min(info.offset),
-                        generation: Some(generation),
-                    },
-                    _ => UpstreamAt {
-                        offset: info.offset,
-                        generation: None,
-                    },
-                }
-            }
-            _ => UpstreamAt {
+        match pair {
+            // The lower of the two: `INFO`'s may lag a tick, or describe
+            // the previous feed (higher); the token has been seen one above
+            // what the feed then reached.
+            Some((generation, offset)) => UpstreamAt {
+                offset: offset.min(info.offset),
+                generation: Some(generation),
+            },
+            None => UpstreamAt {
                 offset: info.offset,
                 generation: None,
             },
         }
+    }
+}
+
+/// One number of a `REPL.TOKEN` reply.
+fn token_int(v: &redis::Value) -> Option<u64> {
+    match v {
+        redis::Value::Int(i) => u64::try_from(*i).ok(),
+        _ => None,
     }
 }
 
@@ -403,10 +405,7 @@ pub(crate) fn position_path(data_dir: &std::path::Path) -> PathBuf {
 /// still names the upstream of kevy's configuration file.)
 pub(crate) fn parse_reading(info: &ReplicationInfo, token: &redis::Value) -> Option<Reading> {
     use redis::Value;
-    let int = |v: &Value| match v {
-        Value::Int(i) => u64::try_from(*i).ok(),
-        _ => None,
-    };
+    let int = token_int;
     if info.is_master() {
         // The token's offset is the feed's, live; `INFO`'s is refreshed
         // once per tick (100 ms), so a switchover's drained primary read
