@@ -81,10 +81,13 @@ pub fn phases(r: &RunResult, h: &History, logs: &BTreeMap<String, String>) -> Op
     }
     let fault = h.faults.iter().find(|f| f.removes_primary)?;
     let at = h.start_unix_ms + fault.at_ms;
-    let survivors: Vec<(&String, &String)> = logs
-        .iter()
-        .filter(|(n, _)| !fault.nodes.contains(n))
-        .collect();
+    // A partition names every node it touches: the survivors are its
+    // majority side. A kill names the nodes it removes.
+    let survived = |n: &String| match fault.majority.is_empty() {
+        true => !fault.nodes.contains(n),
+        false => fault.majority.contains(n),
+    };
+    let survivors: Vec<(&String, &String)> = logs.iter().filter(|(n, _)| survived(n)).collect();
     let rel = |t: u64| t.saturating_sub(at);
     let earliest = |needles: &[&str]| {
         survivors
@@ -198,5 +201,10 @@ mod tests {
             },
             "n1's own line is the killed node's; n2's first election predates the fault"
         );
+        // The same run as a partition that isolates n1: the fault names every
+        // node, its majority side the survivors.
+        h.faults[0].kind = "partition".into();
+        h.faults[0].nodes = vec!["n1".into(), "n2".into(), "n3".into()];
+        assert_eq!(phases(&r, &h, &logs).unwrap(), p);
     }
 }

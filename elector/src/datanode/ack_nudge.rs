@@ -21,15 +21,22 @@
 //! replica's 100 ms mark is acknowledged at once, so `WAIT` answers within
 //! 100 ms + [`NUDGE_EVERY`] of the previous acknowledgement. It stops
 //! nudging the moment the fresh check shows no lag (the frame that was
-//! acknowledged is the last one it sent), and goes back to sleep
-//! [`HOT_FOR`] after the last lag: an idle cluster gets no frames and no
-//! extra reads. It nudges only while the adapter says this node is the
-//! writable primary it made ([`Shared::armed`]); a nudge racing a demotion
-//! reaches a replica or a quiesced primary, which refuses it.
+//! acknowledged is the last one it sent) or shows that what lags is only
+//! its own frames ([`super::ack_nudge_pacer`]: a late acknowledgement used
+//! to look like lag and keep a loaded host nudging an idle cluster), and
+//! goes back to sleep [`HOT_FOR`] after the last lag: an idle cluster gets
+//! no frames and no extra reads. It nudges only while the adapter says this
+//! node is the writable primary it made ([`Shared::armed`]); a nudge racing
+//! a demotion reaches a replica or a quiesced primary, which refuses it.
 
+use super::ack_nudge_pacer::{Bracket, Check, Next, Pacer, CHECK_EVERY};
+#[cfg(doc)]
+use super::ack_nudge_pacer::{HOT_FOR, NUDGE_EVERY};
 use super::client::{Credentials, RespClient};
+use super::kevy_stream::primary_feed_offset;
+use super::ReplicationInfo;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -37,13 +44,23 @@ use tokio::sync::Notify;
 /// changes no data; kevy replicates it all the same (one frame).
 pub(crate) const ACK_NUDGE: [&str; 2] = ["DEL", "__elector_ack_nudge__"];
 
-/// How often the fresh lag check runs while the nudger is awake.
-pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(10);
-/// At most one nudge per this long: a replica answers the first frame past
-/// its 100 ms mark, so this is what a `WAIT` can wait beyond the floor.
-pub(crate) const NUDGE_EVERY: Duration = Duration::from_millis(20);
-/// How long the nudger stays awake after it last saw a lagging replica.
-pub(crate) const HOT_FOR: Duration = Duration::from_millis(1_000);
+/// How long the node must have been our writable primary before the
+/// adapter's `INFO` view of what its replicas acknowledged is handed to the
+/// nudger: for a tick after a promotion the view can describe the node's
+/// previous role (ten kevy ticks of margin).
+pub(crate) const VIEW_TRUSTED_AFTER: Duration = Duration::from_millis(1_000);
+
+/// What every replica has acknowledged by a primary's `INFO` view, when the
+/// view speaks for every replica: each connected one online (kevy: it has
+/// acknowledged on every stream) and none acknowledged past the feed's
+/// position (a record kept from an earlier feed, see `kevy_hold`).
+pub(crate) fn acked_by_all(info: &ReplicationInfo) -> Option<u64> {
+    let replicas = info.connected_replicas?;
+    let every_one_online = replicas > 0 && info.online_replicas == replicas;
+    let one_feed = info.highest_replica_ack.is_none_or(|h| h <= info.offset);
+    info.slowest_replica_ack
+        .filter(|_| info.is_master() && every_one_online && one_feed)
+}
 
 /// What the adapter and the nudger task share.
 #[derive(Default)]
@@ -53,6 +70,9 @@ pub(crate) struct Shared {
     pub(crate) armed: AtomicBool,
     /// Replicas the last `INFO` listed: `WAIT 0 0` below this is lag.
     pub(crate) replicas: AtomicU64,
+    /// What every replica acknowledged by the adapter's last `INFO`, when
+    /// that view is trusted (see `KevyNode::feed_nudger`).
+    acked_by_all: Mutex<Option<u64>>,
     /// Nudges sent, taken by the adapter's report.
     pub(crate) sent: AtomicU64,
     pub(crate) wake: Notify,
@@ -64,59 +84,16 @@ impl Shared {
     /// Disarms the nudger (before any command that changes the node's role).
     pub(crate) fn disarm(&self) {
         self.armed.store(false, Ordering::SeqCst);
-    }
-}
-
-/// The nudger's decisions, without I/O or a clock of its own.
-#[derive(Debug, Default)]
-pub(crate) struct Pacer {
-    hot_until: Option<Instant>,
-    last_nudge: Option<Instant>,
-}
-
-/// What to do after one fresh lag check.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Next {
-    /// Send a nudge, then check again after [`CHECK_EVERY`].
-    Nudge,
-    /// Check again after [`CHECK_EVERY`].
-    Check,
-    /// Nothing lagged for [`HOT_FOR`] (or the node is no longer armed):
-    /// sleep until woken.
-    Sleep,
-}
-
-impl Pacer {
-    /// The adapter saw lag: stay awake at least [`HOT_FOR`] from `now`.
-    pub(crate) fn woken(&mut self, now: Instant) {
-        self.hot_until = Some(now + HOT_FOR);
+        self.set_acked_by_all(None);
     }
 
-    /// `lagging`: the fresh check found a replica behind (`None`: the check
-    /// failed, e.g. the node became a replica).
-    pub(crate) fn next(&mut self, now: Instant, armed: bool, lagging: Option<bool>) -> Next {
-        if !armed || lagging.is_none() {
-            self.hot_until = None;
-            return Next::Sleep;
-        }
-        if lagging == Some(true) {
-            self.hot_until = Some(now + HOT_FOR);
-            if self
-                .last_nudge
-                .is_none_or(|at| now.duration_since(at) >= NUDGE_EVERY)
-            {
-                self.last_nudge = Some(now);
-                return Next::Nudge;
-            }
-            return Next::Check;
-        }
-        match self.hot_until {
-            Some(until) if now < until => Next::Check,
-            _ => {
-                self.hot_until = None;
-                Next::Sleep
-            }
-        }
+    /// Hands the nudger the adapter's trusted view (`None`: not trusted).
+    pub(crate) fn set_acked_by_all(&self, acked: Option<u64>) {
+        *self.acked_by_all.lock().unwrap_or_else(|e| e.into_inner()) = acked;
+    }
+
+    fn acked_by_all(&self) -> Option<u64> {
+        *self.acked_by_all.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -126,12 +103,42 @@ pub(crate) fn spawn(address: &str, credentials: &Credentials, shared: Arc<Shared
     tokio::spawn(run(client, shared));
 }
 
-/// Whether a replica has not acknowledged everything: `WAIT 0 0` answers
-/// at once with the replicas whose acknowledgement covers the current
-/// offset. `None` when the node does not answer it (a replica refuses WAIT).
-async fn lagging(client: &mut RespClient, replicas: u64) -> Option<bool> {
-    let acked: i64 = client.call(&["WAIT", "0", "0"]).await.ok()?;
-    Some(u64::try_from(acked).unwrap_or(0) < replicas)
+/// The fresh lag check, in one round trip: `WAIT 0 0` answers at once with
+/// the replicas whose acknowledgement covers the current offset, and
+/// `REPL.TOKEN` with that offset. `None` when the node does not answer
+/// `WAIT` (a replica refuses it).
+async fn check(client: &mut RespClient, replicas: u64) -> Option<Check> {
+    let replies = client
+        .pipeline(&[&["WAIT", "0", "0"], &["REPL.TOKEN"]])
+        .await
+        .ok()?;
+    let acked = match replies.first()? {
+        redis::Value::Int(n) => u64::try_from(*n).unwrap_or(0),
+        _ => return None,
+    };
+    Some(Check {
+        lagging: acked < replicas,
+        position: replies.get(1).and_then(primary_feed_offset),
+    })
+}
+
+/// Sends one nudge between two reads of the feed's position, in one round
+/// trip; the bracket is `None` when a position was not read. `Err` when the
+/// nudge itself was not taken.
+async fn nudge(client: &mut RespClient) -> Result<Option<Bracket>, String> {
+    let replies = client
+        .pipeline(&[&["REPL.TOKEN"], &ACK_NUDGE, &["REPL.TOKEN"]])
+        .await
+        .map_err(|e| e.to_string())?;
+    match replies.get(1) {
+        Some(redis::Value::Int(_)) => {}
+        other => return Err(format!("{other:?}")),
+    }
+    let before = replies.first().and_then(primary_feed_offset);
+    let after = replies.get(2).and_then(primary_feed_offset);
+    Ok(before
+        .zip(after)
+        .map(|(before, after)| Bracket { before, after }))
 }
 
 async fn run(mut client: RespClient, shared: Arc<Shared>) {
@@ -143,19 +150,23 @@ async fn run(mut client: RespClient, shared: Arc<Shared>) {
         }
         pacer.woken(Instant::now());
         while !shared.closed.load(Ordering::SeqCst) {
-            let armed = shared.armed.load(Ordering::SeqCst);
-            let lag = match armed {
-                true => lagging(&mut client, shared.replicas.load(Ordering::SeqCst)).await,
+            let lag = match shared.armed.load(Ordering::SeqCst) {
+                true => check(&mut client, shared.replicas.load(Ordering::SeqCst)).await,
                 false => None,
             };
-            match pacer.next(Instant::now(), shared.armed.load(Ordering::SeqCst), lag) {
+            let armed = shared.armed.load(Ordering::SeqCst);
+            match pacer.next(Instant::now(), armed, lag, shared.acked_by_all()) {
                 Next::Sleep => break,
                 Next::Check => {}
-                Next::Nudge => match client.call::<i64>(&ACK_NUDGE).await {
-                    Ok(_) => {
+                Next::Nudge => match nudge(&mut client).await {
+                    Ok(bracket) => {
                         shared.sent.fetch_add(1, Ordering::Relaxed);
+                        pacer.nudged(bracket);
                     }
-                    Err(e) => tracing::debug!(error = %e, "acknowledgement nudge not taken"),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "acknowledgement nudge not taken");
+                        pacer.nudged(None);
+                    }
                 },
             }
             tokio::time::sleep(CHECK_EVERY).await;
@@ -167,50 +178,33 @@ async fn run(mut client: RespClient, shared: Arc<Shared>) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_lagging_replica_is_nudged_at_most_every_nudge_interval() {
-        let mut p = Pacer::default();
-        let t0 = Instant::now();
-        p.woken(t0);
-        assert_eq!(p.next(t0, true, Some(true)), Next::Nudge);
-        assert_eq!(p.next(t0 + CHECK_EVERY, true, Some(true)), Next::Check);
-        assert_eq!(p.next(t0 + NUDGE_EVERY, true, Some(true)), Next::Nudge);
+    fn primary(text: &str) -> ReplicationInfo {
+        ReplicationInfo::parse(&format!("role:master\r\n{text}")).unwrap()
     }
 
     #[test]
-    fn no_lag_means_no_nudge_and_sleep_after_the_hot_window() {
-        let mut p = Pacer::default();
-        let t0 = Instant::now();
-        p.woken(t0);
-        assert_eq!(p.next(t0, true, Some(false)), Next::Check);
-        assert_eq!(p.next(t0 + HOT_FOR / 2, true, Some(false)), Next::Check);
-        assert_eq!(p.next(t0 + HOT_FOR, true, Some(false)), Next::Sleep);
-    }
-
-    #[test]
-    fn lag_keeps_the_nudger_awake() {
-        let mut p = Pacer::default();
-        let t0 = Instant::now();
-        p.woken(t0);
-        assert_eq!(p.next(t0 + HOT_FOR / 2, true, Some(true)), Next::Nudge);
-        assert_eq!(p.next(t0 + HOT_FOR, true, Some(false)), Next::Check);
-        assert_eq!(
-            p.next(t0 + HOT_FOR / 2 + HOT_FOR, true, Some(false)),
-            Next::Sleep
+    fn the_view_speaks_for_every_replica_only_when_each_is_online_in_one_feed() {
+        let both = primary(
+            "connected_slaves:2\r\n\
+             slave0:ip=a,port=1,state=online,offset=90\r\n\
+             slave1:ip=b,port=2,state=online,offset=70\r\n\
+             master_repl_offset:100\r\n",
         );
-    }
-
-    #[test]
-    fn a_node_that_is_not_our_writable_primary_is_never_nudged() {
-        let mut p = Pacer::default();
-        let t0 = Instant::now();
-        p.woken(t0);
-        assert_eq!(p.next(t0, false, Some(true)), Next::Sleep);
-        p.woken(t0);
-        assert_eq!(
-            p.next(t0, true, None),
-            Next::Sleep,
-            "WAIT refused: a replica"
+        assert_eq!(acked_by_all(&both), Some(70), "the slowest one");
+        let syncing = primary(
+            "connected_slaves:2\r\n\
+             slave0:ip=a,port=1,state=online,offset=90\r\n\
+             slave1:ip=b,port=2,state=syncing,offset=0\r\n\
+             master_repl_offset:100\r\n",
         );
+        assert_eq!(acked_by_all(&syncing), None, "one has not acknowledged yet");
+        let kept = primary(
+            "connected_slaves:1\r\n\
+             slave0:ip=a,port=1,state=online,offset=302\r\n\
+             master_repl_offset:100\r\n",
+        );
+        assert_eq!(acked_by_all(&kept), None, "a record from an earlier feed");
+        let alone = primary("connected_slaves:0\r\nmaster_repl_offset:100\r\n");
+        assert_eq!(acked_by_all(&alone), None);
     }
 }

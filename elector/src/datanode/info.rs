@@ -17,6 +17,10 @@ pub struct ReplicationInfo {
     /// Primary: the lowest offset an online replica has acknowledged
     /// (`slaveN:...,state=online,offset=N`), `None` without one.
     pub slowest_replica_ack: Option<u64>,
+    /// Primary: how many replica lines say `state=online` (kevy: the replica
+    /// has acknowledged on every stream; beside `connected_replicas`, whether
+    /// `slowest_replica_ack` speaks for every replica).
+    pub online_replicas: u64,
     /// Primary: the highest offset any replica line reports acknowledged,
     /// online or not. Above `offset` it is an acknowledgement kevy kept from
     /// before its last promotion (see `kevy_hold`).
@@ -123,6 +127,7 @@ impl ReplicationInfo {
                         );
                     }
                     if let Some(acked) = online_replica_ack(value) {
+                        info.online_replicas += 1;
                         info.slowest_replica_ack =
                             Some(info.slowest_replica_ack.map_or(acked, |s| s.min(acked)));
                     }

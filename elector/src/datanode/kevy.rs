@@ -97,6 +97,8 @@ pub struct KevyNode {
     writable_applied: bool,
     /// The nudger task's shared state, once started (first observation).
     nudger: Option<Arc<NudgeShared>>,
+    /// Since when the nudger has been armed without interruption.
+    nudger_armed_since: Option<Instant>,
     /// Promotions wait out kevy's acknowledgement records from the node's
     /// last primary term.
     hold: PromotionHold,
@@ -143,6 +145,7 @@ impl KevyNode {
             ack_nudge: false,
             writable_applied: false,
             nudger: None,
+            nudger_armed_since: None,
             hold: PromotionHold::new(DEFAULT_RECONNECT_WINDOW),
             stale_acks: StaleAcks::default(),
             stream: StreamPosition::default(),
@@ -236,6 +239,12 @@ impl KevyNode {
         shared
             .replicas
             .store(info.connected_replicas.unwrap_or(0), Ordering::SeqCst);
+        let now = Instant::now();
+        self.nudger_armed_since = armed.then(|| self.nudger_armed_since.unwrap_or(now));
+        let view_trusted = self
+            .nudger_armed_since
+            .is_some_and(|since| now.duration_since(since) >= ack_nudge::VIEW_TRUSTED_AFTER);
+        shared.set_acked_by_all(ack_nudge::acked_by_all(info).filter(|_| view_trusted));
         shared.armed.store(armed, Ordering::SeqCst);
         if due {
             shared.wake.notify_one();
@@ -245,6 +254,7 @@ impl KevyNode {
     /// Stops nudging before a command that may change the node's role.
     fn disarm_nudger(&mut self) {
         self.writable_applied = false;
+        self.nudger_armed_since = None;
         if let Some(n) = &self.nudger {
             n.disarm();
         }

@@ -110,6 +110,16 @@ impl UpstreamAt {
     }
 }
 
+/// The live offset of a primary's feed from its `REPL.TOKEN`
+/// (`[generation, next offset]`; the acknowledgement nudger brackets its
+/// frames with it).
+pub(crate) fn primary_feed_offset(token: &redis::Value) -> Option<u64> {
+    match token {
+        redis::Value::Array(pair) if pair.len() == 2 => token_int(&pair[1]),
+        _ => None,
+    }
+}
+
 /// One number of a `REPL.TOKEN` reply.
 fn token_int(v: &redis::Value) -> Option<u64> {
     match v {
@@ -411,12 +421,8 @@ pub(crate) fn parse_reading(info: &ReplicationInfo, token: &redis::Value) -> Opt
         // once per tick (100 ms), so a switchover's drained primary read
         // there can look caught up with a target that lacks its last
         // writes (`tests/loopback_cluster.rs`, the kevy switchover).
-        let live = match token {
-            Value::Array(pair) if pair.len() == 2 => int(&pair[1]),
-            _ => None,
-        };
         return Some(Reading::Primary {
-            offset: live.unwrap_or(info.offset),
+            offset: primary_feed_offset(token).unwrap_or(info.offset),
         });
     }
     let follows_someone = !info.follows(NOWHERE.0, NOWHERE.1);

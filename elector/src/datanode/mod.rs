@@ -6,6 +6,7 @@
 //! own observations, never the protocol (every command has a timeout).
 
 mod ack_nudge;
+mod ack_nudge_pacer;
 mod any;
 mod client;
 pub mod driver;
