@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -23,14 +22,6 @@ enum Login {
     /// An ACL user `elector`, the `default` user switched off; the
     /// electors send `AUTH elector password`.
     AclUser,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Kills what it holds when dropped, also when a test panics.
@@ -99,6 +90,9 @@ struct Pair {
     ports: [u16; 2],
     dir: tempfile::TempDir,
     procs: Procs,
+    /// Declared after `procs`, so the processes die before the ports are
+    /// given back.
+    _reserved: [support::NodePorts; 2],
 }
 
 /// YAML of `password` for a single-quoted scalar.
@@ -109,8 +103,12 @@ fn quoted(password: &str) -> String {
 fn start_pair(login: Login, elector_password: &str) -> Pair {
     support::require("redis-server");
     let dir = tempfile::tempdir().unwrap();
-    let ports = [free_port(), free_port()];
-    let (elections, apis) = ([free_port(), free_port()], [free_port(), free_port()]);
+    let reserved = [support::NodePorts::reserve(), support::NodePorts::reserve()];
+    let ports = reserved.each_ref().map(|r| r.data);
+    let (elections, apis) = (
+        reserved.each_ref().map(|r| r.election),
+        reserved.each_ref().map(|r| r.api),
+    );
     let mut procs = Procs(Vec::new());
     for (i, port) in ports.iter().enumerate() {
         let data = dir.path().join(format!("data{i}"));
@@ -168,7 +166,12 @@ fn start_pair(login: Login, elector_password: &str) -> Pair {
             );
         }
     }
-    Pair { ports, dir, procs }
+    Pair {
+        ports,
+        dir,
+        procs,
+        _reserved: reserved,
+    }
 }
 
 impl Pair {

@@ -16,6 +16,34 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A data port and its companions, reserved against this process's other
+/// tests and parallel test binaries for as long as it lives: for tests that
+/// lay out their own nodes instead of a [`Cluster`]. Taking each port from
+/// `127.0.0.1:0` and dropping it can hand two listeners the same port (CI saw
+/// two electors given one election address).
+pub struct NodePorts {
+    pub data: u16,
+    pub api: u16,
+    pub election: u16,
+}
+
+impl NodePorts {
+    pub fn reserve() -> NodePorts {
+        let data = data_port();
+        NodePorts {
+            data,
+            api: companion_port(data, 1),
+            election: companion_port(data, 2),
+        }
+    }
+}
+
+impl Drop for NodePorts {
+    fn drop(&mut self) {
+        release_data_port(self.data);
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Kevy,
