@@ -146,8 +146,12 @@ echo "$DATA_PORT" > "$CONF_DIR/data-port"
 # `ip addr`, `iptables` (NET_ADMIN) and `arping` (NET_RAW) (docs/vip.md).
 KEEP_CAPS=()
 caps=""
-[ "$BACKEND" = kevy ] && caps=+net_admin
+# With kevy the elector also listens on nowhere, 127.0.0.1:1, a privileged port
+# (NET_BIND_SERVICE): it holds kevy's connects there so that leaving it does not
+# wait out kevy's 250 ms reconnect backoff (docs/architecture.md §kevy).
+[ "$BACKEND" = kevy ] && caps=+net_admin,+net_bind_service
 [ -n "$VIP" ] && caps=+net_admin,+net_raw
+[ -n "$VIP" ] && [ "$BACKEND" = kevy ] && caps=+net_admin,+net_raw,+net_bind_service
 if [ -n "$caps" ] && setpriv --inh-caps="$caps" --ambient-caps="$caps" true 2>/dev/null; then
   KEEP_CAPS=(--inh-caps="$caps" --ambient-caps="$caps")
 elif [ -n "$VIP" ] && [ "$ELECTOR_USER" != root ]; then

@@ -116,8 +116,10 @@ pub async fn run(
     let (report_tx, mut report_rx) = mpsc::channel::<DataNodeReport>(16);
     let poll = Duration::from_millis(config.timings.data_poll_ms);
     // A witness has no data node (§4.5): no adapter, nothing to report.
+    let nowhere_hold = datanode::NowhereHold::for_config(&config).await;
     match AnyNode::from_config(&config) {
         Some(node) => {
+            let node = node.with_nowhere_hold(nowhere_hold.clone());
             tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
         }
         None => tracing::info!("witness: no data node to drive"),
@@ -238,7 +240,11 @@ pub async fn run(
                 if report.fence_failed {
                     shell.metrics.fence_failed();
                 }
-                shell.metrics.stale_connects(report.aborts.aborted, report.aborts.error.is_some());
+                shell.metrics.stale_connects(
+                    report.aborts.aborted,
+                    report.aborts.released,
+                    report.aborts.error.is_some(),
+                );
                 shell.metrics.ack_nudges(report.ack_nudges);
                 shell.metrics.stale_ack_pads(report.padded_frames);
                 let obs = report.obs.clone();
@@ -278,7 +284,7 @@ pub async fn run(
             tracing::warn!(error = %e, "could not remove the vip on stop");
         }
     }
-    match tokio::time::timeout(Duration::from_secs(3), fence_on_stop(&config)).await {
+    match tokio::time::timeout(Duration::from_secs(3), fence_on_stop(&config, nowhere_hold)).await {
         Ok(Ok(())) => tracing::info!("data node fenced; stopped"),
         Ok(Err(e)) => tracing::warn!(error = %e, "could not fence the data node on stop"),
         Err(_) => tracing::warn!("fencing the data node on stop timed out"),
@@ -288,10 +294,15 @@ pub async fn run(
 }
 
 /// The blind fence of a clean stop, on a connection of its own.
-async fn fence_on_stop(config: &Config) -> Result<(), datanode::DataNodeError> {
+/// It releases what the hold holds, or kevy's restart of its thread would
+/// wait for its 5 s handshake timeout.
+async fn fence_on_stop(
+    config: &Config,
+    nowhere_hold: Option<datanode::NowhereHold>,
+) -> Result<(), datanode::DataNodeError> {
     use datanode::DataNodeAdapter;
     match AnyNode::from_config(config) {
-        Some(mut node) => node.fence_blind().await,
+        Some(node) => node.with_nowhere_hold(nowhere_hold).fence_blind().await,
         None => Ok(()),
     }
 }

@@ -167,9 +167,16 @@ fn checks_follow_roles_data_nodes_and_lag(backend: Backend) {
 }
 
 /// The haproxy configuration of `examples/haproxy.cfg`'s read backend over
-/// this cluster's replicas: reads on 127.0.0.1:17380, checked with
-/// `/replica?lag=100`, and a stats socket to read haproxy's own view.
-fn haproxy_config(cluster: &Cluster, replicas: &[usize], socket: &std::path::Path) -> String {
+/// this cluster's replicas: reads on 127.0.0.1:`reads` (a port reserved
+/// like the nodes' own: a fixed one once fell in their range and haproxy
+/// could not bind it), checked with `/replica?lag=100`, and a stats socket
+/// to read haproxy's own view.
+fn haproxy_config(
+    cluster: &Cluster,
+    replicas: &[usize],
+    socket: &std::path::Path,
+    reads: u16,
+) -> String {
     let servers: String = replicas
         .iter()
         .map(|&i| {
@@ -183,7 +190,7 @@ fn haproxy_config(cluster: &Cluster, replicas: &[usize], socket: &std::path::Pat
     format!(
         "global\n    stats socket {} level admin\n\
          defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
-         frontend reads\n    bind 127.0.0.1:17380\n    default_backend replicas\n\
+         frontend reads\n    bind 127.0.0.1:{reads}\n    default_backend replicas\n\
          backend replicas\n    balance roundrobin\n    option httpchk\n\
          \x20   http-check send meth GET uri /replica?lag=100\n    http-check expect status 200\n\
          \x20   default-server inter 200ms fall 1 rise 1\n{servers}",
@@ -228,7 +235,12 @@ fn haproxy_routes_reads_away_from_a_lagging_replica(backend: Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
     let socket = dir.path().join("haproxy.sock");
     let cfg = dir.path().join("haproxy.cfg");
-    std::fs::write(&cfg, haproxy_config(&cluster, &replicas, &socket)).unwrap();
+    let reads = support::NodePorts::reserve();
+    std::fs::write(
+        &cfg,
+        haproxy_config(&cluster, &replicas, &socket, reads.data),
+    )
+    .unwrap();
     let mut haproxy = std::process::Command::new("haproxy")
         .args(["-db", "-f"])
         .arg(&cfg)
@@ -249,7 +261,7 @@ fn haproxy_routes_reads_away_from_a_lagging_replica(backend: Backend) {
     };
     let read_through_haproxy = |n: usize| {
         for _ in 0..n {
-            let mut c = support::redis_client(17380);
+            let mut c = support::redis_client(reads.data);
             let pong: String = redis::cmd("PING")
                 .query(&mut c)
                 .expect("a read through haproxy");

@@ -99,7 +99,10 @@ pub struct DataNodeConfig {
     pub password: Option<String>,
     /// kevy: abort this host's hanging connects to the primary a replica
     /// leaves (`ss -K`, needs CAP_NET_ADMIN), so kevy's `REPLICAOF` does
-    /// not wait out its 5 s connect timeout (docs/architecture.md §kevy).
+    /// not wait out its 5 s connect timeout; and hold the node's connects
+    /// at [`crate::datanode::NOWHERE`] (needs CAP_NET_BIND_SERVICE), so
+    /// leaving it does not wait out kevy's 250 ms reconnect backoff
+    /// (docs/architecture.md §kevy).
     #[serde(default = "default_abort_stale_connects")]
     pub abort_stale_connects: bool,
     /// kevy: while this node is the primary and a replica lags, send a

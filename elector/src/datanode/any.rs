@@ -3,7 +3,7 @@
 //! configuration, so they cannot disagree on the fence they apply.
 
 use super::{
-    stale_connect, Credentials, DataNodeAdapter, DataNodeError, KevyNode, RedisNode,
+    stale_connect, Credentials, DataNodeAdapter, DataNodeError, KevyNode, NowhereHold, RedisNode,
     ReplicationInfo,
 };
 use crate::config::{Config, DataNodeKind};
@@ -43,6 +43,19 @@ impl AnyNode {
                 config.timings().lease_ms() / 1000,
             ))),
         })
+    }
+}
+
+impl AnyNode {
+    /// The elector's own adapters of a kevy node (its adapter task, its stop
+    /// fence) release the connects `hold` keeps at [`super::NOWHERE`].
+    pub(crate) fn with_nowhere_hold(self, hold: Option<NowhereHold>) -> AnyNode {
+        match (self, hold) {
+            (AnyNode::Kevy(node), Some(hold)) => {
+                AnyNode::Kevy(Box::new((*node).with_nowhere_hold(hold)))
+            }
+            (node, _) => node,
+        }
     }
 }
 

@@ -18,7 +18,9 @@
 //!
 //! Every `REPLICAOF` makes kevy join its replication thread, which may be
 //! stuck in a 5 s connect to a primary that is gone: we abort that connect
-//! while the command is outstanding ([`super::stale_connect`]).
+//! while the command is outstanding ([`super::stale_connect`]). Leaving
+//! [`NOWHERE`], the thread is asleep in its reconnect backoff unless the
+//! elector holds its connect there ([`super::nowhere_hold`]) and releases it.
 //!
 //! A kevy replica acknowledges a frame only if its last acknowledgement is
 //! 100 ms old or more; otherwise it waits for the next frame or for the
@@ -48,7 +50,7 @@ use super::kevy_pad::StaleAcks;
 use super::kevy_quiesce::{Quiesce, QUIESCE_TIMEOUT_MS};
 use super::kevy_stream::{self, StreamPosition, UpstreamAt};
 use super::stale_connect::{abort_until_done, AbortTally};
-use super::{resolve, DataNodeAdapter, DataNodeError, ReplicationInfo, NOWHERE};
+use super::{resolve, DataNodeAdapter, DataNodeError, NowhereHold, ReplicationInfo, NOWHERE};
 use crate::core::DataNodeTarget;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -71,6 +73,17 @@ const PROMOTION_POLL: Duration = Duration::from_millis(20);
 /// (kevy's own default is 60 s): see [`super::kevy_hold`].
 pub(crate) const DEFAULT_RECONNECT_WINDOW: Duration = Duration::from_millis(1_000);
 
+/// What a `REPLICAOF` leaves behind that kevy's join would wait for.
+#[derive(Debug)]
+enum Leaving {
+    /// Nothing that can be cut short (or cutting is switched off).
+    Nothing,
+    /// A primary's replication address: its connects may hang ([`super::stale_connect`]).
+    HangingConnects((String, u16)),
+    /// [`NOWHERE`], where we hold the thread's connects ([`super::nowhere_hold`]).
+    HeldAtNowhere(NowhereHold),
+}
+
 pub struct KevyNode {
     address: String,
     client: RespClient,
@@ -86,6 +99,9 @@ pub struct KevyNode {
     quiesce: Quiesce,
     /// Abort hanging connects to the upstream a `REPLICAOF` leaves.
     abort_stale_connects: bool,
+    /// The elector's listener on [`NOWHERE`], holding the node's connects
+    /// there (the elector's own adapter only, when it could bind it).
+    nowhere_hold: Option<NowhereHold>,
     /// The replication address kevy itself reported following on the last
     /// poll: what its thread dials, even after our own restart.
     upstream_seen: Option<(String, u16)>,
@@ -140,6 +156,7 @@ impl KevyNode {
             following: Upstream::default(),
             quiesce: Quiesce::default(),
             abort_stale_connects: true,
+            nowhere_hold: None,
             upstream_seen: None,
             aborts: AbortTally::default(),
             ack_nudge: false,
@@ -298,16 +315,39 @@ impl KevyNode {
         self
     }
 
-    /// The replication address a `REPLICAOF` towards `to` (`None`: no one)
-    /// leaves, if its thread could be dialling somewhere that hangs.
-    fn leaving(&self, to: Option<(&str, u16)>) -> Option<(String, u16)> {
+    /// Holds the node's replication connects at [`NOWHERE`], released when
+    /// a `REPLICAOF` leaves it (`data_node.abort_stale_connects` too).
+    pub(crate) fn with_nowhere_hold(mut self, hold: NowhereHold) -> KevyNode {
+        self.nowhere_hold = Some(hold);
+        self
+    }
+
+    /// What a `REPLICAOF` towards `to` (`None`: no one) must cut short for
+    /// kevy to answer without waiting on its replication thread. kevy
+    /// restarts the thread even towards the address it follows, so a
+    /// connect we hold is released whenever the thread may be at
+    /// [`NOWHERE`] (also when we cannot tell, as in a blind fence): held,
+    /// it would keep that restart waiting for kevy's 5 s timeout.
+    fn leaving(&self, to: Option<(&str, u16)>) -> Leaving {
+        if !self.abort_stale_connects {
+            return Leaving::Nothing;
+        }
         let from = self
             .upstream_seen
             .clone()
-            .or_else(|| self.following.address())?;
-        let pointless = (from.0.as_str(), from.1) == NOWHERE
-            || to.is_some_and(|(h, p)| (h, p) == (from.0.as_str(), from.1));
-        (self.abort_stale_connects && !pointless).then_some(from)
+            .or_else(|| self.following.address());
+        let at_nowhere = from.as_ref().is_none_or(|f| (f.0.as_str(), f.1) == NOWHERE);
+        match (from, &self.nowhere_hold) {
+            (_, Some(hold)) if at_nowhere => Leaving::HeldAtNowhere(hold.clone()),
+            (Some(from), _) if !at_nowhere => {
+                let staying = to.is_some_and(|(h, p)| (h, p) == (from.0.as_str(), from.1));
+                match staying {
+                    true => Leaving::Nothing,
+                    false => Leaving::HangingConnects(from),
+                }
+            }
+            _ => Leaving::Nothing,
+        }
     }
 
     /// `REPLICAOF host port`, or `REPLICAOF NO ONE` for `None`, aborting
@@ -328,21 +368,31 @@ impl KevyNode {
                 .await
                 .map(drop)
         };
-        let Some((host, port)) = leaving else {
+        if matches!(leaving, Leaving::Nothing) {
             return command.await;
-        };
+        }
         let (done_tx, done_rx) = watch::channel(false);
         let command = async {
             let result = command.await;
             let _ = done_tx.send(true);
             result
         };
-        let (result, tally) = tokio::join!(command, abort_until_done(host, port, done_rx));
-        self.aborts.aborted += tally.aborted;
-        if tally.error.is_some() {
-            self.aborts.error = tally.error;
+        match leaving {
+            Leaving::HangingConnects((host, port)) => {
+                let (result, tally) = tokio::join!(command, abort_until_done(host, port, done_rx));
+                self.aborts.aborted += tally.aborted;
+                if tally.error.is_some() {
+                    self.aborts.error = tally.error;
+                }
+                result
+            }
+            Leaving::HeldAtNowhere(hold) => {
+                let (result, released) = tokio::join!(command, hold.release_until_done(done_rx));
+                self.aborts.released += released;
+                result
+            }
+            Leaving::Nothing => command.await,
         }
-        result
     }
 
     /// Refuses writes while staying a primary. Fails on a replica: quiescing
@@ -533,6 +583,14 @@ impl DataNodeAdapter for KevyNode {
         self.disarm_nudger();
         if let Ok(info) = self.client.replication_info().await {
             self.hold.observed(info.is_master(), Instant::now());
+            // Already fenced: a `REPLICAOF` would only restart kevy's thread,
+            // and the elector it stands in for (silent, perhaps frozen)
+            // could not release a connect it holds at NOWHERE, so kevy
+            // would stall until its 5 s handshake timeout.
+            if !info.is_master() && info.follows(NOWHERE.0, NOWHERE.1) {
+                self.following.clear();
+                return Ok(());
+            }
         }
         self.fence_primary().await
     }
@@ -583,25 +641,61 @@ mod tests {
         node
     }
 
+    /// The upstream whose hanging connects a `REPLICAOF` towards `to` aborts.
+    fn aborted_on(node: &KevyNode, to: Option<(&str, u16)>) -> Option<(String, u16)> {
+        match node.leaving(to) {
+            Leaving::HangingConnects(upstream) => Some(upstream),
+            _ => None,
+        }
+    }
+
     #[test]
     fn a_retarget_aborts_connects_to_the_upstream_kevy_last_reported() {
         let node = replica_of("10.0.0.2", 16379);
         assert_eq!(
-            node.leaving(Some(("10.0.0.3", 16380))),
+            aborted_on(&node, Some(("10.0.0.3", 16380))),
             Some(("10.0.0.2".to_string(), 16379))
         );
         // A promotion leaves the old upstream too.
-        assert_eq!(node.leaving(None), Some(("10.0.0.2".to_string(), 16379)));
+        assert_eq!(
+            aborted_on(&node, None),
+            Some(("10.0.0.2".to_string(), 16379))
+        );
+    }
+
+    #[tokio::test]
+    async fn leaving_nowhere_releases_the_held_connects_unless_switched_off() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let hold = NowhereHold::on(listener, 6379);
+        let node = replica_of(NOWHERE.0, NOWHERE.1).with_nowhere_hold(hold);
+        assert!(matches!(node.leaving(None), Leaving::HeldAtNowhere(_)));
+        let retarget = node.leaving(Some(("10.0.0.3", 16380)));
+        assert!(matches!(retarget, Leaving::HeldAtNowhere(_)));
+        // kevy restarts its thread towards the same address too.
+        assert!(matches!(
+            node.leaving(Some(NOWHERE)),
+            Leaving::HeldAtNowhere(_)
+        ));
+        let mut blind = KevyNode::new("127.0.0.1:6379", &Credentials::default(), 10_000)
+            .with_nowhere_hold(node.nowhere_hold.clone().unwrap());
+        assert!(matches!(
+            blind.leaving(Some(NOWHERE)),
+            Leaving::HeldAtNowhere(_)
+        ));
+        blind.upstream_seen = Some(("10.0.0.2".into(), 16379));
+        assert!(matches!(blind.leaving(None), Leaving::HangingConnects(_)));
+        let off = node.with_abort_stale_connects(false);
+        assert!(matches!(off.leaving(None), Leaving::Nothing));
     }
 
     #[test]
     fn nothing_is_aborted_towards_nowhere_the_same_upstream_or_when_switched_off() {
         let node = replica_of(NOWHERE.0, NOWHERE.1);
-        assert_eq!(node.leaving(Some(("10.0.0.3", 16380))), None);
+        assert_eq!(aborted_on(&node, Some(("10.0.0.3", 16380))), None);
         let node = replica_of("10.0.0.2", 16379);
-        assert_eq!(node.leaving(Some(("10.0.0.2", 16379))), None);
+        assert_eq!(aborted_on(&node, Some(("10.0.0.2", 16379))), None);
         let node = replica_of("10.0.0.2", 16379).with_abort_stale_connects(false);
-        assert_eq!(node.leaving(None), None);
+        assert_eq!(aborted_on(&node, None), None);
     }
 
     /// A primary at offset 20 whose slowest online replica acknowledged `acked`.
@@ -650,8 +744,11 @@ mod tests {
     #[test]
     fn without_an_observation_the_address_we_last_gave_is_the_one_left() {
         let mut node = KevyNode::new("127.0.0.1:1", &Credentials::default(), 10_000);
-        assert_eq!(node.leaving(None), None);
+        assert_eq!(aborted_on(&node, None), None);
         node.following.set("n1:6379", "10.0.0.2".into(), 16379);
-        assert_eq!(node.leaving(None), Some(("10.0.0.2".to_string(), 16379)));
+        assert_eq!(
+            aborted_on(&node, None),
+            Some(("10.0.0.2".to_string(), 16379))
+        );
     }
 }

@@ -17,8 +17,10 @@ mod kevy_hold;
 mod kevy_pad;
 mod kevy_quiesce;
 mod kevy_stream;
+mod nowhere_hold;
 mod redis_node;
 pub(crate) mod stale_connect;
+pub use nowhere_hold::NowhereHold;
 
 pub(crate) use any::AnyNode;
 pub(crate) use client::Credentials;
@@ -180,6 +182,13 @@ pub(crate) async fn run<A: DataNodeAdapter>(
         if aborts.aborted > 0 {
             tracing::info!(aborted = aborts.aborted, backend = adapter.kind(),
                 "aborted hanging connects to the primary the data node left (its REPLICAOF waits for them)");
+        }
+        if aborts.released > 0 {
+            tracing::debug!(
+                released = aborts.released,
+                backend = adapter.kind(),
+                "released the data node's connects held at nowhere (its REPLICAOF waits for them)"
+            );
         }
         if let Some(e) = &aborts.error {
             tracing::warn!(error = %e, backend = adapter.kind(),

@@ -108,6 +108,9 @@ pub(crate) async fn abort_connects_to(host: &str, port: u16) -> Result<usize, Ab
 pub(crate) struct AbortTally {
     pub(crate) aborted: usize,
     pub(crate) error: Option<AbortError>,
+    /// Connects held at NOWHERE and released so the thread could stop
+    /// ([`super::nowhere_hold`]).
+    pub(crate) released: usize,
 }
 
 /// Aborts connects to `host:port` after [`FIRST_ABORT_AFTER`] and again

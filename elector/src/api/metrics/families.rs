@@ -53,6 +53,9 @@ pub(super) struct Counters {
     /// aborts that could not be made (no `ss`, no CAP_NET_ADMIN).
     pub(super) stale_connects_aborted: Counter,
     pub(super) stale_connect_abort_failures: Counter,
+    /// kevy: the data node's connects held at NOWHERE, released on a
+    /// retarget (`datanode/nowhere_hold.rs`).
+    pub(super) nowhere_connects_released: Counter,
     /// kevy: frames sent to make lagging replicas acknowledge.
     pub(super) ack_nudges: Counter,
     /// kevy: frames written past acknowledgements from an earlier feed
@@ -109,6 +112,11 @@ impl Counters {
             "elector_stale_connect_abort_failures",
             "kevy: retargets whose hanging connects could not be aborted (no ss, no CAP_NET_ADMIN); see the log",
             self.stale_connect_abort_failures.clone(),
+        );
+        r.register(
+            "elector_nowhere_connects_released",
+            "kevy: the data node's replication connects held at nowhere (127.0.0.1:1), released so REPLICAOF need not wait out kevy's reconnect backoff",
+            self.nowhere_connects_released.clone(),
         );
         r.register(
             "elector_ack_nudges",

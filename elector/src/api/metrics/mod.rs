@@ -139,8 +139,11 @@ impl Metrics {
 
     /// kevy: `aborted` hanging connects were cut on a retarget; `failed` when
     /// the abort itself could not be made.
-    pub(crate) fn stale_connects(&self, aborted: usize, failed: bool) {
+    pub(crate) fn stale_connects(&self, aborted: usize, released: usize, failed: bool) {
         self.counters.stale_connects_aborted.inc_by(aborted as u64);
+        self.counters
+            .nowhere_connects_released
+            .inc_by(released as u64);
         if failed {
             self.counters.stale_connect_abort_failures.inc();
         }

@@ -178,6 +178,7 @@ const EXPOSED_FAMILIES: &[(&str, &str, &[&str], &str)] = &[
     ("elector_data_node_errors_total", "counter", &["node"], "Failed commands or polls against the local data node."),
     ("elector_stale_connects_aborted_total", "counter", &["node"], "kevy: the data node's hanging connects to a primary it left, aborted so REPLICAOF need not wait for them."),
     ("elector_stale_connect_abort_failures_total", "counter", &["node"], "kevy: retargets whose hanging connects could not be aborted (no ss, no CAP_NET_ADMIN); see the log."),
+    ("elector_nowhere_connects_released_total", "counter", &["node"], "kevy: the data node's replication connects held at nowhere (127.0.0.1:1), released so REPLICAOF need not wait out kevy's reconnect backoff."),
     ("elector_ack_nudges_total", "counter", &["node"], "kevy: no-op frames the primary's elector sent so lagging replicas acknowledge (data_node.ack_nudge)."),
     ("elector_stale_ack_pad_frames_total", "counter", &["node"], "kevy: no-op frames the primary's elector wrote to take its offset past replica acknowledgements kept from an earlier feed generation (WAIT would count them); see the log."),
     ("elector_vip_move_failures_total", "counter", &["node"], "Virtual IP adds or removes that failed (each ran on_fault); see the log."),
@@ -202,7 +203,7 @@ fn busy_metrics_and_snapshot() -> (Metrics, StatusSnapshot) {
     m.election_started();
     m.election_won();
     m.data_node_error();
-    m.stale_connects(2, true);
+    m.stale_connects(2, 1, true);
     m.ack_nudges(3);
     m.stale_ack_pads(1_274);
     m.fence_applied(std::time::Duration::from_micros(1500));
