@@ -44,9 +44,7 @@ impl AnyNode {
             ))),
         })
     }
-}
 
-impl AnyNode {
     /// The elector's own adapters of a kevy node (its adapter task, its stop
     /// fence) release the connects `hold` keeps at [`super::NOWHERE`].
     pub(crate) fn with_nowhere_hold(self, hold: Option<NowhereHold>) -> AnyNode {

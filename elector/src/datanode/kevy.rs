@@ -73,11 +73,10 @@ const PROMOTION_POLL: Duration = Duration::from_millis(20);
 /// (kevy's own default is 60 s): see [`super::kevy_hold`].
 pub(crate) const DEFAULT_RECONNECT_WINDOW: Duration = Duration::from_millis(1_000);
 
-/// What a `REPLICAOF` leaves behind that kevy's join would wait for.
+/// What a `REPLICAOF` leaves behind that kevy's join would wait for, and
+/// that we can cut short.
 #[derive(Debug)]
 enum Leaving {
-    /// Nothing that can be cut short (or cutting is switched off).
-    Nothing,
     /// A primary's replication address: its connects may hang ([`super::stale_connect`]).
     HangingConnects((String, u16)),
     /// [`NOWHERE`], where we hold the thread's connects ([`super::nowhere_hold`]).
@@ -328,9 +327,9 @@ impl KevyNode {
     /// connect we hold is released whenever the thread may be at
     /// [`NOWHERE`] (also when we cannot tell, as in a blind fence): held,
     /// it would keep that restart waiting for kevy's 5 s timeout.
-    fn leaving(&self, to: Option<(&str, u16)>) -> Leaving {
+    fn leaving(&self, to: Option<(&str, u16)>) -> Option<Leaving> {
         if !self.abort_stale_connects {
-            return Leaving::Nothing;
+            return None;
         }
         let from = self
             .upstream_seen
@@ -338,15 +337,12 @@ impl KevyNode {
             .or_else(|| self.following.address());
         let at_nowhere = from.as_ref().is_none_or(|f| (f.0.as_str(), f.1) == NOWHERE);
         match (from, &self.nowhere_hold) {
-            (_, Some(hold)) if at_nowhere => Leaving::HeldAtNowhere(hold.clone()),
+            (_, Some(hold)) if at_nowhere => Some(Leaving::HeldAtNowhere(hold.clone())),
             (Some(from), _) if !at_nowhere => {
                 let staying = to.is_some_and(|(h, p)| (h, p) == (from.0.as_str(), from.1));
-                match staying {
-                    true => Leaving::Nothing,
-                    false => Leaving::HangingConnects(from),
-                }
+                (!staying).then_some(Leaving::HangingConnects(from))
             }
-            _ => Leaving::Nothing,
+            _ => None,
         }
     }
 
@@ -368,9 +364,9 @@ impl KevyNode {
                 .await
                 .map(drop)
         };
-        if matches!(leaving, Leaving::Nothing) {
+        let Some(leaving) = leaving else {
             return command.await;
-        }
+        };
         let (done_tx, done_rx) = watch::channel(false);
         let command = async {
             let result = command.await;
@@ -391,7 +387,6 @@ impl KevyNode {
                 self.aborts.released += released;
                 result
             }
-            Leaving::Nothing => command.await,
         }
     }
 
@@ -644,7 +639,7 @@ mod tests {
     /// The upstream whose hanging connects a `REPLICAOF` towards `to` aborts.
     fn aborted_on(node: &KevyNode, to: Option<(&str, u16)>) -> Option<(String, u16)> {
         match node.leaving(to) {
-            Leaving::HangingConnects(upstream) => Some(upstream),
+            Some(Leaving::HangingConnects(upstream)) => Some(upstream),
             _ => None,
         }
     }
@@ -668,24 +663,30 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let hold = NowhereHold::on(listener, 6379);
         let node = replica_of(NOWHERE.0, NOWHERE.1).with_nowhere_hold(hold);
-        assert!(matches!(node.leaving(None), Leaving::HeldAtNowhere(_)));
+        assert!(matches!(
+            node.leaving(None),
+            Some(Leaving::HeldAtNowhere(_))
+        ));
         let retarget = node.leaving(Some(("10.0.0.3", 16380)));
-        assert!(matches!(retarget, Leaving::HeldAtNowhere(_)));
+        assert!(matches!(retarget, Some(Leaving::HeldAtNowhere(_))));
         // kevy restarts its thread towards the same address too.
         assert!(matches!(
             node.leaving(Some(NOWHERE)),
-            Leaving::HeldAtNowhere(_)
+            Some(Leaving::HeldAtNowhere(_))
         ));
         let mut blind = KevyNode::new("127.0.0.1:6379", &Credentials::default(), 10_000)
             .with_nowhere_hold(node.nowhere_hold.clone().unwrap());
         assert!(matches!(
             blind.leaving(Some(NOWHERE)),
-            Leaving::HeldAtNowhere(_)
+            Some(Leaving::HeldAtNowhere(_))
         ));
         blind.upstream_seen = Some(("10.0.0.2".into(), 16379));
-        assert!(matches!(blind.leaving(None), Leaving::HangingConnects(_)));
+        assert!(matches!(
+            blind.leaving(None),
+            Some(Leaving::HangingConnects(_))
+        ));
         let off = node.with_abort_stale_connects(false);
-        assert!(matches!(off.leaving(None), Leaving::Nothing));
+        assert!(off.leaving(None).is_none());
     }
 
     #[test]
