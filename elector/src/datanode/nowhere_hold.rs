@@ -12,8 +12,8 @@
 //!
 //! So the elector listens on [`NOWHERE`] itself and keeps its own data
 //! node's replication connects open there without ever answering them: the
-//! thread waits in its handshake read (kevy gives up after its 5 s connect
-//! timeout and dials again). When a `REPLICAOF` leaves [`NOWHERE`], the
+//! thread waits in its handshake read (kevy gives up after its 5 s
+//! handshake timeout, sleeps its backoff and dials again). When a `REPLICAOF` leaves [`NOWHERE`], the
 //! adapter releases those connects once kevy has had the command for
 //! [`FIRST_RELEASE_AFTER`]: the handshake fails, the thread, already told
 //! to stop, exits without sleeping, and the command answers. A release that
@@ -30,6 +30,14 @@
 //! serve a fenced node there: the elector needs `CAP_NET_BIND_SERVICE` (or
 //! root) to hold it. Without that, or with the port taken, the hold is off
 //! and failovers are only slower (logged once at start).
+//!
+//! A held connect keeps any `REPLICAOF` waiting until it is released (kevy
+//! restarts its thread even towards the address it follows), and only this
+//! elector can release it. So the adapter releases whenever the thread may
+//! be at [`NOWHERE`]; the watchdog, standing in for an elector that may be
+//! frozen, leaves a replica of [`NOWHERE`] as it is; and the hold is off
+//! where several members' data nodes share one loopback (one listener would
+//! catch every node's connects, and a stopped elector would stall them all).
 
 use super::NOWHERE;
 use crate::config::{Config, DataNodeKind};
