@@ -415,13 +415,15 @@ impl Config {
         }
     }
 
+    /// The local data node's client port (`data_node.address`), if any.
+    pub fn data_port(&self) -> Option<u16> {
+        let (_, port) = self.data_node.as_ref()?.address.rsplit_once(':')?;
+        port.parse().ok()
+    }
+
     /// The checked VIP, if one is configured (docs/vip.md).
     pub fn vip(&self) -> Result<Option<Vip>, VipConfigError> {
-        let data_port = self
-            .data_node
-            .as_ref()
-            .and_then(|d| d.address.rsplit_once(':'))
-            .and_then(|(_, p)| p.parse().ok());
+        let data_port = self.data_port();
         self.vip
             .as_ref()
             .map(|v| Vip::new(v, data_port))

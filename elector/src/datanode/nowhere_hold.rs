@@ -109,7 +109,7 @@ impl NowhereHold {
         if dn.kind != DataNodeKind::Kevy || !dn.abort_stale_connects {
             return None;
         }
-        let data_port = dn.address.rsplit_once(':')?.1.parse().ok()?;
+        let data_port = config.data_port()?;
         let nowhere = format!("{}:{}", NOWHERE.0, NOWHERE.1);
         if let Some(peer) = peer_on_this_loopback(config) {
             tracing::info!(%nowhere, peer,
