@@ -184,6 +184,7 @@ impl StatusBook {
                         epoch: hb.map(|h| h.epoch),
                         offset: hb.map(|h| h.offset),
                         last_seen_ms: view.last_heard.map(|t| now.saturating_sub(t)),
+                        eligible: hb.map(|h| h.eligible),
                         api: config.peer(id).and_then(|p| p.api.clone()),
                     }
                 })

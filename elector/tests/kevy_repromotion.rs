@@ -318,13 +318,30 @@ fn a_kevy_primary_demoted_by_someone_else_and_promoted_again_pads_its_feed_past_
     );
 }
 
-/// `POST /switchover` on `from`'s API towards node `to`; panics if refused.
+/// `POST /switchover` on `from`'s API towards node `to`, once `from` sees
+/// `to` alive and eligible (docs/interfaces.md `/status`: a primary that
+/// has just handed over is not eligible until its first heartbeat as a
+/// replica; CI once asked 9 ms after the first switchover and got 409);
+/// panics if refused.
 fn switchover(cluster: &Cluster, from: usize, to: usize) {
     let url = format!(
         "http://127.0.0.1:{}/switchover",
         cluster.nodes[from].api_port
     );
     let to_id = cluster.nodes[to].id.clone();
+    wait_for(
+        Duration::from_secs(10),
+        "the switchover target alive and eligible in the primary's view",
+        || {
+            cluster.status(from).is_some_and(|s| {
+                s["peers"].as_array().is_some_and(|peers| {
+                    peers.iter().any(|p| {
+                        p["id"] == to_id.as_str() && p["alive"] == true && p["eligible"] == true
+                    })
+                })
+            })
+        },
+    );
     let reply = ureq::post(&url).send_json(serde_json::json!({"to": to_id, "timeout_ms": 10_000}));
     if let Err(e) = reply {
         let text = match e {

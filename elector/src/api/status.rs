@@ -77,6 +77,12 @@ pub struct PeerStatus {
     /// Milliseconds since the last valid message from that peer.
     #[serde(default)]
     pub last_seen_ms: Option<u64>,
+    /// Whether the peer's last heartbeat said it may stand for election
+    /// (protocol §6.5): a switchover target must, so a switchover to a peer
+    /// showing `false` (a primary that just handed over, until its next
+    /// heartbeat; a replica too far behind) is refused with 409.
+    #[serde(default)]
+    pub eligible: Option<bool>,
     /// The peer's HTTP API address (`host:port`) when configured, so
     /// `elector status` can ask every node for its own view.
     #[serde(default)]
@@ -262,7 +268,7 @@ mod tests {
   "data_node": {"kind": "kevy", "address": "127.0.0.1:6379", "reachable": true,
                 "role": "master", "offset": 1234, "lag": 0, "link_up": true},
   "peers": [{"id": "n2", "alive": true, "role": "replica", "epoch": 3,
-             "offset": 1234, "last_seen_ms": 40}],
+             "offset": 1234, "last_seen_ms": 40, "eligible": true}],
   "transitions": [{"at_unix_ms": 1760000000000, "from": "replica", "to": "primary",
                    "epoch": 3, "reason": "won_election"}],
   "rejected": {"bad_tag": 0, "replay": 0, "stale_epoch": 0}
@@ -385,6 +391,7 @@ mod tests {
             epoch: None,
             offset: None,
             last_seen_ms: None,
+            eligible: None,
             api: None,
         });
         assert!(snap.quorum_ok());

@@ -36,6 +36,7 @@ fn peer(id: &str, alive: bool, api: Option<&str>) -> PeerStatus {
         epoch: Some(3),
         offset: Some(1200),
         last_seen_ms: Some(if alive { 40 } else { 7_500 }),
+        eligible: Some(alive),
         api: api.map(str::to_string),
     }
 }

@@ -32,6 +32,7 @@ pub(in crate::api) fn primary_snapshot() -> StatusSnapshot {
             epoch: Some(3),
             offset: Some(10),
             last_seen_ms: Some(20),
+            eligible: Some(true),
             api: Some(format!("{id}.example:9300")),
         })
         .collect();

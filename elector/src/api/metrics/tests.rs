@@ -15,6 +15,7 @@ fn snapshot() -> StatusSnapshot {
             epoch: Some(7),
             offset: Some(1200),
             last_seen_ms: Some(40),
+            eligible: Some(true),
             api: None,
         },
         PeerStatus {
@@ -24,6 +25,7 @@ fn snapshot() -> StatusSnapshot {
             epoch: None,
             offset: None,
             last_seen_ms: None,
+            eligible: None,
             api: None,
         },
     ];
