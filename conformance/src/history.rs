@@ -34,6 +34,12 @@ pub struct WriteOp {
     pub node: String,
     pub invoke_ms: Ms,
     pub complete_ms: Ms,
+    /// When the `SET` was answered OK, before its `WAIT` (`None`: not
+    /// answered OK, or a history from before this field): on a new
+    /// primary, the first such is when a client had found it and it took
+    /// writes, which `complete_ms` (after the `WAIT`) is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub set_ok_ms: Option<Ms>,
     pub outcome: Outcome,
     /// What WAIT returned, when it returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -445,6 +451,7 @@ pub(crate) mod fixtures {
             node: node.into(),
             invoke_ms: at,
             complete_ms: at + 5,
+            set_ok_ms: None,
             outcome,
             replicas: None,
             error: None,

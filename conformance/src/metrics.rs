@@ -16,9 +16,12 @@ pub struct Metrics {
     pub failover_ms: Option<Ms>,
     /// First primary-removing fault to the first sample showing another writable primary.
     pub election_ms: Option<Ms>,
-    /// First primary-removing fault to the first write another node answered OK,
-    /// acknowledged or not: the failover figure where no replica is left to
-    /// acknowledge (2 data nodes + a witness, docs/protocol.md §4.5).
+    /// First primary-removing fault to the first `SET` another node answered
+    /// OK, acknowledged or not, at the `SET`'s answer (before its `WAIT`):
+    /// when clients had found the new primary and it took writes; the
+    /// failover figure where no replica is left to acknowledge (two data
+    /// nodes and a witness, docs/protocol.md §4.5). Histories from before
+    /// `set_ok_ms` fall back to the write's completion.
     #[serde(default)]
     pub first_write_ms: Option<Ms>,
     /// Longest time without an acknowledged write while writers ran (from their first
@@ -52,8 +55,10 @@ pub fn compute(h: &History, checks: &[CheckResult]) -> Metrics {
             .writes
             .iter()
             .filter(|w| matches!(w.outcome, Outcome::Ok | Outcome::NotAcked))
-            .filter(|w| w.node != old && w.complete_ms >= f.at_ms)
-            .map(|w| w.complete_ms - f.at_ms)
+            .filter(|w| w.node != old)
+            .map(|w| w.set_ok_ms.unwrap_or(w.complete_ms))
+            .filter(|&t| t >= f.at_ms)
+            .map(|t| t - f.at_ms)
             .min();
         m.election_ms = h
             .sampled_primary_intervals()
@@ -100,7 +105,7 @@ pub fn median_p95(values: &[Ms]) -> Option<(Ms, Ms)> {
 mod tests {
     use super::*;
     use crate::history::fixtures::*;
-    use crate::history::FaultEvent;
+    use crate::history::{FaultEvent, WriteOp};
 
     #[test]
     fn failover_time_runs_from_the_fault_to_the_first_ack_elsewhere() {
@@ -126,6 +131,30 @@ mod tests {
         assert_eq!(m.election_ms, Some(1600));
         assert_eq!(m.max_write_gap_ms, Some(2805 - 905));
         assert_eq!((m.acknowledged, m.failed), (2, 1));
+    }
+
+    #[test]
+    fn the_first_write_elsewhere_counts_at_the_sets_answer_not_at_its_wait() {
+        let mut h = history(3);
+        h.faults.push(FaultEvent {
+            at_ms: 1000,
+            end_ms: None,
+            kind: "kill".into(),
+            label: "kill primary".into(),
+            nodes: vec!["n1".into()],
+            primary_before: Some("n1".into()),
+            removes_primary: true,
+            majority: vec![],
+        });
+        // Taken at 1400, acknowledged by a replica at 1650.
+        h.writes.push(WriteOp {
+            set_ok_ms: Some(1400),
+            complete_ms: 1650,
+            ..write("n2", "a", 1390, Outcome::Ok)
+        });
+        let m = compute(&h, &[]);
+        assert_eq!(m.first_write_ms, Some(400), "the SET's answer");
+        assert_eq!(m.failover_ms, Some(650), "the WAIT's answer");
     }
 
     #[test]

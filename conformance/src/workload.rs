@@ -278,12 +278,14 @@ pub fn spawn_writer(
             let invoke_ms = rec.now_ms();
             let mut set = redis::cmd("SET");
             set.arg(&key).arg(&value);
+            let mut set_ok_ms = None;
             let (outcome, replicas, error) = match conn.query::<redis::Value>(&set).await {
                 Err(CmdError::NotSent(e)) | Err(CmdError::Reply(e)) => {
                     (Outcome::Fail, None, Some(e))
                 }
                 Err(CmdError::Unknown(e)) => (Outcome::Unknown, None, Some(e)),
                 Ok(_) => {
+                    set_ok_ms = Some(rec.now_ms());
                     let mut wait = redis::cmd("WAIT");
                     wait.arg(need).arg(w.wait_timeout_ms);
                     let answer = conn.query_with_timeout::<i64>(&wait, wait_budget).await;
@@ -299,6 +301,7 @@ pub fn spawn_writer(
                 node,
                 invoke_ms,
                 complete_ms,
+                set_ok_ms,
                 outcome,
                 replicas,
                 error,

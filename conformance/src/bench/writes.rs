@@ -163,6 +163,7 @@ mod tests {
             node: "n1".into(),
             invoke_ms,
             complete_ms,
+            set_ok_ms: None,
             outcome,
             replicas: None,
             error: None,

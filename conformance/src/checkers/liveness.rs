@@ -129,6 +129,7 @@ mod tests {
             node: "n1".into(),
             invoke_ms: at.saturating_sub(5),
             complete_ms: at,
+            set_ok_ms: None,
             outcome: Outcome::Ok,
             replicas: Some(1),
             error: None,

@@ -168,6 +168,7 @@ pub fn spawn_writer(
             let sent = conn.query::<redis::Value>(&set, op_timeout, true).await;
             // The node as the connection knew it when the SET went out.
             let node = conn.node();
+            let mut set_ok_ms = None;
             let (outcome, replicas, error) = match sent {
                 Err(VipError::Connect(e)) | Err(VipError::Reply(e)) => {
                     (Outcome::Fail, None, Some(e))
@@ -175,6 +176,7 @@ pub fn spawn_writer(
                 Err(VipError::Broken(e)) => (Outcome::Unknown, None, Some(e)),
                 Err(VipError::Timeout) => (Outcome::Unknown, None, Some("timeout".into())),
                 Ok(_) => {
+                    set_ok_ms = Some(rec.now_ms());
                     let mut wait = redis::cmd("WAIT");
                     wait.arg(need).arg(w.wait_timeout_ms);
                     let answer = conn.query::<i64>(&wait, wait_budget, true).await;
@@ -190,6 +192,7 @@ pub fn spawn_writer(
                 node: node.unwrap_or_else(|| UNKNOWN_NODE.to_string()),
                 invoke_ms,
                 complete_ms,
+                set_ok_ms,
                 outcome,
                 replicas,
                 error,
