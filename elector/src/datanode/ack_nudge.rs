@@ -149,6 +149,7 @@ async fn run(mut client: RespClient, shared: Arc<Shared>) {
             return;
         }
         pacer.woken(Instant::now());
+        tracing::trace!("acknowledgement nudger woken");
         while !shared.closed.load(Ordering::SeqCst) {
             let lag = match shared.armed.load(Ordering::SeqCst) {
                 true => check(&mut client, shared.replicas.load(Ordering::SeqCst)).await,
@@ -156,10 +157,14 @@ async fn run(mut client: RespClient, shared: Arc<Shared>) {
             };
             let armed = shared.armed.load(Ordering::SeqCst);
             match pacer.next(Instant::now(), armed, lag, shared.acked_by_all()) {
-                Next::Sleep => break,
+                Next::Sleep => {
+                    tracing::trace!(armed, ?lag, "acknowledgement nudger sleeps");
+                    break;
+                }
                 Next::Check => {}
                 Next::Nudge => match nudge(&mut client).await {
                     Ok(bracket) => {
+                        tracing::trace!(?lag, ?bracket, "acknowledgement nudge sent");
                         shared.sent.fetch_add(1, Ordering::Relaxed);
                         pacer.nudged(bracket);
                     }

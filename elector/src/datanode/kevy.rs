@@ -230,14 +230,25 @@ impl KevyNode {
         self.ack_nudge && self.writable_applied && self.quiesce.is_lifted() && info.is_master()
     }
 
-    /// The nudger is to wake: armed, and an online replica has not
-    /// acknowledged all the node holds (by the tick-old INFO view; the
-    /// nudger then checks fresh).
+    /// The nudger is to wake: armed, and a replica has not acknowledged all
+    /// the node holds (by the INFO view; the nudger then checks fresh):
+    /// an online one behind the feed, or a connected one not online yet
+    /// while the feed holds anything. kevy lists a replica as `syncing`
+    /// from its handshake until its first acknowledgement, and a replica
+    /// acknowledges a frame only 100 ms after its handshake or on the 1 s
+    /// ping: without a frame after its snapshot, the first writes of a new
+    /// primary waited for that ping (conformance `primary-kill` at 500 ms:
+    /// 5 of 8 runs' first `WAIT` ran out its 500 ms, the nudger asleep
+    /// throughout, docs/architecture.md §kevy "A replica that has not
+    /// acknowledged yet").
     fn nudge_due(&self, info: &ReplicationInfo) -> bool {
-        self.nudge_armed(info)
-            && info
-                .slowest_replica_ack
-                .is_some_and(|acked| acked < info.offset)
+        let online_behind = info
+            .slowest_replica_ack
+            .is_some_and(|acked| acked < info.offset);
+        let not_online_yet = info
+            .connected_replicas
+            .is_some_and(|connected| connected > info.online_replicas);
+        self.nudge_armed(info) && (online_behind || (not_online_yet && info.offset > 0))
     }
 
     /// Hands the poll's reading to the nudger (started on first use, in
@@ -247,6 +258,15 @@ impl KevyNode {
             return;
         }
         let (armed, due) = (self.nudge_armed(info), self.nudge_due(info));
+        tracing::trace!(
+            armed,
+            due,
+            offset = info.offset,
+            slowest_ack = ?info.slowest_replica_ack,
+            online = info.online_replicas,
+            connected = ?info.connected_replicas,
+            "acknowledgement nudger fed"
+        );
         let shared = self.nudger.get_or_insert_with(|| {
             let shared = Arc::new(NudgeShared::default());
             ack_nudge::spawn(&self.address, &self.credentials, shared.clone());
@@ -722,6 +742,27 @@ mod tests {
         let node = writable_primary();
         assert!(node.nudge_due(&primary_info(Some(18))));
         assert!(node.nudge_armed(&primary_info(Some(20))));
+    }
+
+    #[test]
+    fn a_replica_not_online_yet_wakes_the_nudger_once_the_feed_holds_a_write() {
+        let node = writable_primary();
+        let mut syncing = primary_info(None);
+        syncing.connected_replicas = Some(1);
+        assert!(
+            node.nudge_due(&syncing),
+            "snapshot loaded, no acknowledgement yet"
+        );
+        let mut one_of_two = primary_info(Some(20));
+        one_of_two.connected_replicas = Some(2);
+        one_of_two.online_replicas = 1;
+        assert!(node.nudge_due(&one_of_two), "the other replica is syncing");
+        syncing.offset = 0;
+        assert!(!node.nudge_due(&syncing), "a new feed with nothing in it");
+        let mut fenced = writable_primary();
+        fenced.writable_applied = false;
+        syncing.offset = 20;
+        assert!(!fenced.nudge_due(&syncing), "not our writable primary");
     }
 
     #[test]
