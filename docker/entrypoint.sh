@@ -18,6 +18,14 @@
 #                        unsafe_test_faults, ... Checked by the elector's own schema.
 #   KEVY_THREADS         kevy worker threads (default 1: with more shards kevy reports
 #                        per-shard INFO offsets)
+#   KEVY_HZ              kevy's tick rate, [expiry] hz (default 100; kevy's own is 10)
+#   KEVY_PARK_TIMEOUT_MS kevy's idle reactor sleep, [advanced] park_timeout_ms (default
+#                        10; kevy's own is 50). kevy applies a promotion's feed
+#                        generation bump, and its replicas' handshakes, on its tick:
+#                        at kevy's defaults a new primary's first writes could land in
+#                        the old generation (their WAIT never counts) and a retarget
+#                        waited ~90 ms for its handshake. Idle cost ~0.7 % of a core,
+#                        against ~0.1 % (docs/architecture.md §kevy, "The tick").
 #   DATA_PORT_BASE       data port of the first node in PEERS (default 6379); node k
 #                        (0-based, PEERS order) listens on DATA_PORT_BASE + k. Every
 #                        node has its own client port because kevy 7 tells replicas
@@ -90,6 +98,8 @@ ELECTION_TIMEOUT_MS=$(num ELECTION_TIMEOUT_MS 3000)
 BACKOFF_MIN_MS=$(num BACKOFF_MIN_MS 1000)
 BACKOFF_MAX_MS=$(num BACKOFF_MAX_MS 5000)
 KEVY_THREADS=$(num KEVY_THREADS 1)
+KEVY_HZ=$(num KEVY_HZ 100)
+KEVY_PARK_TIMEOUT_MS=$(num KEVY_PARK_TIMEOUT_MS 10)
 DATA_PORT_BASE=$(num DATA_PORT_BASE 6379)
 WATCHDOG=$(num WATCHDOG 1)
 DATA_NODE_RESTART=$(num DATA_NODE_RESTART 0)
@@ -233,6 +243,15 @@ upstream = "$FENCE_UPSTREAM_HOST:$FENCE_UPSTREAM_PORT"
 # The elector's data_node.kevy_reconnect_window_ms (default 1000) must match:
 # docs/architecture.md §kevy, "WAIT across a promotion".
 reconnect_window_ms = 1000
+
+# A promotion's feed generation bump and a replica's handshake wait for kevy's
+# tick: a fast one keeps a new primary's first WAIT in the new generation
+# (docs/architecture.md §kevy, "The tick").
+[expiry]
+hz = $KEVY_HZ
+
+[advanced]
+park_timeout_ms = $KEVY_PARK_TIMEOUT_MS
 TOML
   log "starting kevy ($(/usr/local/bin/kevy --version 2>&1 | head -1)), fenced as replica of $FENCE_UPSTREAM_HOST:$FENCE_UPSTREAM_PORT"
   /usr/local/bin/kevy --config "$toml" &

@@ -30,6 +30,10 @@ aof = true
 role = "replica"
 upstream = "127.0.0.1:1"
 reconnect_window_ms = 1000
+[expiry]
+hz = 100
+[advanced]
+park_timeout_ms = 10
 TOML
   kevy --config "$root/kevy-n$i.toml" > "$root/kevy-n$i.log" 2>&1 & pids+=($!)
 done

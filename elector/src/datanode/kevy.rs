@@ -237,9 +237,9 @@ impl KevyNode {
     /// from its handshake until its first acknowledgement, and a replica
     /// acknowledges a frame only 100 ms after its handshake or on the 1 s
     /// ping: without a frame after its snapshot, the first writes of a new
-    /// primary waited for that ping (conformance `primary-kill` at 500 ms:
-    /// 5 of 8 runs' first `WAIT` ran out its 500 ms, the nudger asleep
-    /// throughout, docs/architecture.md §kevy "A replica that has not
+    /// primary waited for that ping (a trace of conformance `primary-kill`
+    /// at 500 ms: the first `WAIT` ran out its 500 ms with the nudger asleep
+    /// throughout; docs/architecture.md §kevy, "A replica that has not
     /// acknowledged yet").
     fn nudge_due(&self, info: &ReplicationInfo) -> bool {
         let online_behind = info

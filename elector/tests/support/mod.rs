@@ -304,7 +304,8 @@ impl Cluster {
                 let toml = format!(
                     "[server]\nbind = \"127.0.0.1\"\nport = {}\nthreads = 1\ndata_dir = \"{}\"\n\
                      [persistence]\naof = true\n[replication]\nrole = \"replica\"\nupstream = \"127.0.0.1:1\"\n\
-                     reconnect_window_ms = 1000\n",
+                     reconnect_window_ms = 1000\n\
+                     [expiry]\nhz = 100\n[advanced]\npark_timeout_ms = 10\n",
                     node.data_port,
                     data_dir.display()
                 );
