@@ -443,6 +443,20 @@ pub(crate) mod fixtures {
         }
     }
 
+    /// The primary n1 killed at `at`, n2 and n3 left as the majority.
+    pub fn primary_kill(at: Ms) -> FaultEvent {
+        FaultEvent {
+            at_ms: at,
+            end_ms: None,
+            kind: "kill".into(),
+            label: "kill primary".into(),
+            nodes: vec!["n1".into()],
+            primary_before: Some("n1".into()),
+            removes_primary: true,
+            majority: vec!["n2".into(), "n3".into()],
+        }
+    }
+
     pub fn write(node: &str, key: &str, at: Ms, outcome: Outcome) -> WriteOp {
         WriteOp {
             writer: 0,

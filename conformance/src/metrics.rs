@@ -105,23 +105,14 @@ pub fn median_p95(values: &[Ms]) -> Option<(Ms, Ms)> {
 mod tests {
     use super::*;
     use crate::history::fixtures::*;
-    use crate::history::{FaultEvent, WriteOp};
+    use crate::history::WriteOp;
 
     #[test]
     fn failover_time_runs_from_the_fault_to_the_first_ack_elsewhere() {
         let mut h = history(3);
         steady(&mut h, "n1", "primary", 1, 0, 1000);
         steady(&mut h, "n2", "primary", 2, 2600, 4000);
-        h.faults.push(FaultEvent {
-            at_ms: 1000,
-            end_ms: None,
-            kind: "kill".into(),
-            label: "kill primary".into(),
-            nodes: vec!["n1".into()],
-            primary_before: Some("n1".into()),
-            removes_primary: true,
-            majority: vec![],
-        });
+        h.faults.push(primary_kill(1000));
         h.writes.push(write("n1", "a", 900, Outcome::Ok));
         h.writes.push(write("n2", "b", 2700, Outcome::Fail));
         h.writes.push(write("n2", "c", 2800, Outcome::Ok));
@@ -136,16 +127,7 @@ mod tests {
     #[test]
     fn the_first_write_elsewhere_counts_at_the_sets_answer_not_at_its_wait() {
         let mut h = history(3);
-        h.faults.push(FaultEvent {
-            at_ms: 1000,
-            end_ms: None,
-            kind: "kill".into(),
-            label: "kill primary".into(),
-            nodes: vec!["n1".into()],
-            primary_before: Some("n1".into()),
-            removes_primary: true,
-            majority: vec![],
-        });
+        h.faults.push(primary_kill(1000));
         // Taken at 1400, acknowledged by a replica at 1650.
         h.writes.push(WriteOp {
             set_ok_ms: Some(1400),

@@ -333,13 +333,9 @@ fn switchover(cluster: &Cluster, from: usize, to: usize) {
         Duration::from_secs(10),
         "the switchover target alive and eligible in the primary's view",
         || {
-            cluster.status(from).is_some_and(|s| {
-                s["peers"].as_array().is_some_and(|peers| {
-                    peers.iter().any(|p| {
-                        p["id"] == to_id.as_str() && p["alive"] == true && p["eligible"] == true
-                    })
-                })
-            })
+            cluster
+                .peer_in(from, &to_id)
+                .is_some_and(|p| p["alive"] == true && p["eligible"] == true)
         },
     );
     let reply = ureq::post(&url).send_json(serde_json::json!({"to": to_id, "timeout_ms": 10_000}));

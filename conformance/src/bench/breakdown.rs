@@ -146,7 +146,7 @@ pub fn load(dir: &Path, runs: &[(RunResult, History)]) -> Vec<(RunResult, Phases
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::FaultEvent;
+    use crate::history::fixtures::primary_kill;
 
     #[test]
     fn phases_are_read_from_the_survivors_logs_after_the_fault() {
@@ -155,16 +155,7 @@ mod tests {
         let mut h = History {
             nodes: vec!["n1".into(), "n2".into(), "n3".into()],
             start_unix_ms: 1_764_042_660_000, // 2025-11-25T03:51:00Z
-            faults: vec![FaultEvent {
-                at_ms: 1000,
-                end_ms: None,
-                kind: "kill".into(),
-                label: "kill n1".into(),
-                nodes: vec!["n1".into()],
-                primary_before: Some("n1".into()),
-                removes_primary: true,
-                majority: vec!["n2".into(), "n3".into()],
-            }],
+            faults: vec![primary_kill(1000)],
             ..History::default()
         };
         h.initial_primary = Some("n1".into());

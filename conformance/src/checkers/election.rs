@@ -305,19 +305,6 @@ mod tests {
     use crate::history::fixtures::*;
     use crate::history::{FaultEvent, PartitionRecord, WriteProbe};
 
-    fn kill_at(t: Ms) -> FaultEvent {
-        FaultEvent {
-            at_ms: t,
-            end_ms: None,
-            kind: "kill".into(),
-            label: "kill primary".into(),
-            nodes: vec!["n1".into()],
-            primary_before: Some("n1".into()),
-            removes_primary: true,
-            majority: vec!["n2".into(), "n3".into()],
-        }
-    }
-
     fn expect(failover: bool) -> Expect {
         Expect {
             failover: Some(failover),
@@ -333,7 +320,7 @@ mod tests {
         unreachable(&mut h, "n1", 1000, 6000);
         steady(&mut h, "n2", "replica", 1, 0, 3000);
         steady(&mut h, "n2", "primary", 2, 3000, 6000);
-        h.faults.push(kill_at(1000));
+        h.faults.push(primary_kill(1000));
         h.end_ms = 6000;
         let r = majority_elects(&h, &expect(true));
         assert!(r.passed, "{r:?}");
@@ -345,7 +332,7 @@ mod tests {
         let mut h = history(3);
         steady(&mut h, "n1", "primary", 1, 0, 1000);
         steady(&mut h, "n2", "replica", 1, 0, 20000);
-        h.faults.push(kill_at(1000));
+        h.faults.push(primary_kill(1000));
         h.end_ms = 20000;
         assert!(!majority_elects(&h, &expect(true)).passed);
         steady(&mut h, "n3", "primary", 2, 15000, 20000);
@@ -373,7 +360,7 @@ mod tests {
             removes_primary: false,
             majority: vec![],
         });
-        h.faults.push(kill_at(1000));
+        h.faults.push(primary_kill(1000));
         h.end_ms = 20000;
         let r = majority_elects(&h, &expect(true));
         assert!(r.passed, "{r:?}");
@@ -525,7 +512,7 @@ mod tests {
         steady(&mut h, "n1", "primary", 1, 0, 1000);
         unreachable(&mut h, "n1", 1000, 6000);
         steady(&mut h, "n2", "replica", 1, 0, 6000);
-        let mut f = kill_at(1000);
+        let mut f = primary_kill(1000);
         f.end_ms = Some(6000);
         h.faults.push(f);
         h.end_ms = 8000;

@@ -52,6 +52,14 @@ impl Cluster {
             .ok()
     }
 
+    /// Peer `id` as node `i`'s `/status` lists it.
+    pub fn peer_in(&self, i: usize, id: &str) -> Option<Value> {
+        let mut status = self.status(i)?;
+        let peers = status["peers"].as_array_mut()?;
+        let at = peers.iter().position(|p| p["id"] == id)?;
+        Some(peers.swap_remove(at))
+    }
+
     /// The index of the node that is an unfenced primary, if exactly one is.
     pub fn writable_primary(&self) -> Option<usize> {
         let found: Vec<usize> = (0..self.nodes.len())
