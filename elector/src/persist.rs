@@ -231,6 +231,12 @@ mod tests {
             voted_for: Some("n2".into()),
             data_epoch: 4,
             data_epoch_seen: 5,
+            stream: Some(crate::core::StreamRecord {
+                data_epoch: 4,
+                id: crate::core::StreamId("kevy-feed-9".into()),
+            }),
+            floor: Some(crate::core::Floor::new(4, 1_200)),
+            held: None,
         };
         file.store(&state).unwrap();
         assert_eq!(

@@ -216,7 +216,7 @@ pub async fn run(
         let event = tokio::select! {
             biased;
             _ = &mut shutdown => break,
-            Some((seq, result)) = persisted_rx.recv() => match result {
+            Some((seq, gates, result)) = persisted_rx.recv() => match result {
                 Ok(epoch) => {
                     shell.book.persisted(epoch);
                     // What waited for this write leaves before the core
@@ -225,7 +225,11 @@ pub async fn run(
                     Event::Persisted { seq }
                 }
                 Err(error) => {
-                    shell.gate.drop_all();
+                    // A write that gates nothing (a risen floor, §6.10)
+                    // fails alone: what waits for later writes stays.
+                    if gates {
+                        shell.gate.drop_all();
+                    }
                     Event::PersistFailed { seq, error }
                 }
             },
@@ -311,10 +315,10 @@ async fn fence_on_stop(
 /// answers each with the epoch it made durable (for `/status`).
 async fn persister(
     file: StateFile,
-    mut rx: mpsc::UnboundedReceiver<(u64, crate::core::PersistedState)>,
-    done: mpsc::UnboundedSender<(u64, Result<u64, String>)>,
+    mut rx: mpsc::UnboundedReceiver<crate::core::Persist>,
+    done: mpsc::UnboundedSender<(u64, bool, Result<u64, String>)>,
 ) {
-    while let Some((seq, state)) = rx.recv().await {
+    while let Some(crate::core::Persist { seq, state, gates }) = rx.recv().await {
         let f = file.clone();
         let epoch = state.epoch;
         let result = tokio::task::spawn_blocking(move || f.store(&state))
@@ -322,7 +326,7 @@ async fn persister(
             .map_err(|e| e.to_string())
             .and_then(|r| r.map_err(|e| e.to_string()))
             .map(|()| epoch);
-        if done.send((seq, result)).is_err() {
+        if done.send((seq, gates, result)).is_err() {
             return;
         }
     }
@@ -338,7 +342,7 @@ struct PendingSwitchover {
 /// Everything the protocol task uses to carry out actions.
 struct Shell {
     transport: Transport,
-    persist_tx: mpsc::UnboundedSender<(u64, crate::core::PersistedState)>,
+    persist_tx: mpsc::UnboundedSender<crate::core::Persist>,
     target_tx: watch::Sender<(u64, u64, DataNodeTarget)>,
     hooks: HookRunner,
     metrics: Arc<Metrics>,
@@ -403,7 +407,7 @@ impl Shell {
             self.run(core, action, now);
         }
         if let Some(p) = output.persist {
-            let _ = self.persist_tx.send((p.seq, p.state));
+            let _ = self.persist_tx.send(p);
         }
         self.gate.hold(output.gated);
     }
@@ -595,6 +599,19 @@ impl Shell {
             }
             Notice::Fault { what } => {
                 tracing::warn!(%what, "fault");
+                self.fault_hook(core, what);
+            }
+            Notice::DataLossAccepted {
+                epoch,
+                candidate,
+                position,
+                floor,
+            } => {
+                let what = format!(
+                    "data loss accepted by an operator: {candidate} stands in epoch {epoch} at {position:?}, below a floor of {floor:?}; writes it lacks are lost"
+                );
+                tracing::warn!(epoch, %candidate, ?position, ?floor, "data loss accepted by an operator");
+                self.metrics.data_loss_accepted();
                 self.fault_hook(core, what);
             }
         }

@@ -71,6 +71,7 @@ fn heartbeat_from_n2() -> Message {
         stamp: 1,
         echo: 0,
         priority: 100,
+        floor: None,
     })
 }
 

@@ -60,6 +60,22 @@ pub struct DataNodeStatus {
     /// Replication link state (replicas only), if known.
     #[serde(default)]
     pub link_up: Option<bool>,
+    /// Whether the reading describes the data node's content (protocol
+    /// §6.10): `proven`, `unproven_after_elector_start`,
+    /// `unproven_after_data_node_restart`. Absent on a witness and from
+    /// older nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof: Option<String>,
+    /// The durable floor (§6.10): the highest `[data_epoch, offset]` the data
+    /// node held while following, so the most it may have acknowledged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<(u64, u64)>,
+    /// The data node may lack what it acknowledged (unproven, or proven
+    /// below the floor): this node does not stand and votes with its floor
+    /// until it holds the floor again or an operator accepts the loss
+    /// (`elector accept-data-loss`).
+    #[serde(default)]
+    pub below_floor: bool,
 }
 
 /// What this node knows about one other node.
@@ -221,6 +237,9 @@ impl StatusSnapshot {
                 offset: None,
                 lag: None,
                 link_up: None,
+                proof: None,
+                floor: None,
+                below_floor: false,
             },
             peers: Vec::new(),
             transitions: Vec::new(),

@@ -1,7 +1,7 @@
 //! YAML configuration (docs/interfaces.md §Config): loading, lookup order,
 //! and validation with one precise message per problem.
 
-use crate::core::{CoreConfig, Faults, Member, Preempt, Timings};
+use crate::core::{Backend, CoreConfig, Faults, Member, Preempt, Timings};
 use crate::hooks::HooksConfig;
 use crate::net::auth::AuthConfig;
 use crate::protocol::valid_node_id;
@@ -388,6 +388,8 @@ impl Config {
             accept_twice_per_epoch: has("accept_twice_per_epoch"),
             promote_without_quorum: has("promote_without_quorum"),
             no_lease_fencing: has("no_lease_fencing"),
+            ignore_floor: has("ignore_floor"),
+            repromote_in_epoch: has("repromote_in_epoch"),
         }
     }
 
@@ -408,6 +410,12 @@ impl Config {
             max_lag: self.max_lag_bytes,
             seed,
             faults: self.faults(),
+            backend: Backend {
+                promotion_restarts_stream: self
+                    .data_node
+                    .as_ref()
+                    .is_some_and(|d| d.kind == DataNodeKind::Kevy),
+            },
             preempt: Preempt {
                 enabled: self.preempt.enabled,
                 delay_ms: self.preempt.delay_ms,

@@ -130,12 +130,28 @@ impl Default for Preempt {
 }
 
 /// Deliberate protocol violations, compiled into `elector-faulty` only, so the
-/// conformance suite can prove its checkers catch real bugs.
+/// conformance suite can prove its checkers catch real bugs. The last two
+/// bring back the rules before §6.10, for the simulator's controls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Faults {
     pub accept_twice_per_epoch: bool,
     pub promote_without_quorum: bool,
     pub no_lease_fencing: bool,
+    /// No floor: a node stands and votes with whatever its data node reads.
+    pub ignore_floor: bool,
+    /// A kevy primary demoted in its epoch is promoted again in the same
+    /// epoch (a second stream under one `data_epoch`).
+    pub repromote_in_epoch: bool,
+}
+
+/// What the core must know of its data node's kind (§6.10).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backend {
+    /// Every promotion starts a stream whose offsets begin again (kevy 7: a
+    /// new feed generation from offset 0), so offsets of two promotions are
+    /// not comparable: the node is promoted at most once per epoch. Redis
+    /// continues its offsets across a promotion (`master_replid2`): false.
+    pub promotion_restarts_stream: bool,
 }
 
 /// Everything the core is constructed with.
@@ -154,6 +170,7 @@ pub struct CoreConfig {
     pub seed: u64,
     pub faults: Faults,
     pub preempt: Preempt,
+    pub backend: Backend,
 }
 
 impl CoreConfig {
@@ -242,6 +259,7 @@ mod tests {
             seed: 0,
             faults: Faults::default(),
             preempt: Preempt::default(),
+            backend: Backend::default(),
         }
     }
 

@@ -1,14 +1,15 @@
 //! The data node as the core sees it: what the adapter last observed, and
 //! the target the core wants it in (docs/protocol.md §4.3, §5.2.1, §6.8).
 
+use super::floor::{Proof, Unproven};
 use super::output::{Action, Fence, Split};
 use super::role::RoleState;
-use super::types::{DataNodeTarget, Millis, Notice, Observation, Reason};
+use super::types::{DataNodeTarget, Millis, Notice, Observation, Reason, StreamId};
 use super::Core;
 use crate::protocol::Role;
 
 /// What the adapter has told us about the data node.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct DataView {
     pub(crate) obs: Observation,
     /// The data node's generation as last reported by the adapter (§6.8).
@@ -16,12 +17,39 @@ pub(super) struct DataView {
     /// The adapter's count of demotions by someone else, as last reported.
     pub(crate) overridden: u64,
     pub(crate) down_since: Option<Millis>,
-    /// Our position just before the data node last restarted (§6.8). A
-    /// data node that restarts with its files (AOF) still holds what it
-    /// had, acknowledged writes included, but reports an offset of a fresh
-    /// stream (1 on Redis); votes are judged against this until our fresh
-    /// position passes it. In memory only: it dies with this process.
-    pub(crate) position_before_restart: Option<(u64, u64)>,
+    /// Whether the reading describes the data node's content (§6.10).
+    pub(crate) proof: Proof,
+    /// The floor rose and is not on disk yet; when it was last written.
+    pub(crate) floor_dirty: bool,
+    pub(crate) floor_written_at: Option<Millis>,
+    /// What the last "below floor" log line said (to log changes only).
+    pub(crate) below_floor_reported: bool,
+    /// The stream this node's data node started as primary in an epoch
+    /// (§6.10): `(epoch, stream)`, set at the promotion's claim.
+    pub(crate) serving: Option<(u64, Option<StreamId>)>,
+    /// When an operator accepted the loss of what the data node may lack
+    /// (`elector accept-data-loss`, §6.10): it stands at the next chance.
+    pub(crate) forced_at: Option<Millis>,
+    /// Candidacies stood on the operator's request so far.
+    pub(crate) forced_tries: u32,
+}
+
+impl Default for DataView {
+    fn default() -> Self {
+        DataView {
+            obs: Observation::default(),
+            generation: 0,
+            overridden: 0,
+            down_since: None,
+            proof: Proof::Proven,
+            floor_dirty: false,
+            floor_written_at: None,
+            below_floor_reported: false,
+            serving: None,
+            forced_at: None,
+            forced_tries: 0,
+        }
+    }
 }
 
 /// The target the core wants the data node in.
@@ -69,10 +97,51 @@ impl Core {
                 what: "data node unreachable".into(),
             });
         }
-        self.claim_stream(&obs);
         // An unreachable observation carries no offset; keep the last known one.
         let offset = obs.offset.or(self.data.obs.offset);
-        self.data.obs = Observation { offset, ..obs };
+        self.data.obs = Observation {
+            offset,
+            ..obs.clone()
+        };
+        self.claim_stream(&obs);
+        self.prove_from_reading(&obs);
+        self.raise_floor(&obs);
+        self.check_primary_stream(&obs);
+        self.note_below_floor_change();
+        self.sync_floor(false);
+    }
+
+    /// On a backend whose every promotion starts a new stream (kevy), the
+    /// primary's data node must serve the stream it started in this epoch
+    /// until the epoch ends: demoted (by a fence the backend could not keep
+    /// as a quiesce, by the watchdog, by an operator) or promoted anew, it
+    /// resigns instead of being made writable again, and a new election
+    /// starts the next stream under a new epoch (§6.10). Otherwise two
+    /// streams whose offsets both start at 0 would share one `data_epoch`,
+    /// and a replica holding the first one's larger offset would outrank
+    /// the holder of the second one's acknowledged writes.
+    fn check_primary_stream(&mut self, obs: &Observation) {
+        if !self.cfg.backend.promotion_restarts_stream || self.cfg.faults.repromote_in_epoch {
+            return;
+        }
+        let epoch = self.state.epoch;
+        let Some((serving_epoch, stream)) = self.data.serving.clone() else {
+            return;
+        };
+        if serving_epoch != epoch || self.role.leadership().is_none() || !obs.reachable {
+            return;
+        }
+        let left = !obs.master
+            || matches!((&stream, &obs.stream), (Some(s), Some(_)) if !obs.in_stream(s));
+        if left {
+            tracing::warn!(
+                epoch, master = obs.master, stream = ?obs.stream, started = ?stream,
+                "the data node left the stream it started in this epoch: resigning (a new stream needs a new epoch)"
+            );
+            self.data.serving = None;
+            self.role.take_switchover();
+            self.resign(None, Reason::StreamEnded);
+        }
     }
 
     /// Records which stream the data node has joined (§4.3), durably.
@@ -96,6 +165,26 @@ impl Core {
         if changed {
             self.outbox.persist();
         }
+        // A reading of another stream under an epoch whose stream is
+        // recorded is no claim: one epoch names one stream (§6.10).
+        let other_stream = self.state.stream.as_ref().is_some_and(|r| {
+            r.data_epoch == epoch && obs.stream.is_some() && !obs.in_stream(&r.id)
+        });
+        if obs.link_up && epoch >= self.state.data_epoch && !other_stream {
+            self.prove_by_claim(epoch, obs);
+            if obs.master && self.role.leadership().is_some() && epoch == self.state.epoch {
+                let started = self.data.serving.as_ref().filter(|(e, _)| *e == epoch);
+                if started.is_none() {
+                    self.data.serving = Some((epoch, obs.stream.clone()));
+                } else if let Some((_, s)) = self.data.serving.as_mut() {
+                    // A backend that continues its stream across a
+                    // promotion (Redis) names the continuation: follow it.
+                    if obs.stream.is_some() && s.as_ref().is_none_or(|old| obs.in_stream(old)) {
+                        *s = obs.stream.clone();
+                    }
+                }
+            }
+        }
     }
 
     /// The data node came back as a new process, or with its data behind
@@ -110,21 +199,15 @@ impl Core {
         self.notify(Notice::Fault {
             what: "data node restarted or went backwards".into(),
         });
-        // Its position is whatever it reports now (an empty node reports
-        // offset 0): never the offset it had before, so it cannot win with
-        // data it may have lost. But it may hold everything still (a restart
-        // with its files): as a voter it keeps judging offers against the
-        // position it had, or a holder of an acknowledged write would help
-        // elect a candidate that lacks it (chaos seed 21: a restarted Redis
-        // said offset 1, and its elector voted for a replica 928 KB behind).
-        if let Some(offset) = self.data.obs.offset {
-            let before = (self.voting_position().0, offset);
-            self.data.position_before_restart = Some(
-                self.data
-                    .position_before_restart
-                    .map_or(before, |p| p.max(before)),
-            );
-        }
+        // Whatever it holds now is unproven (§6.10): it stands again only
+        // once a reading ties it to its stream or it joins one, and until
+        // then it votes with its floor, which it keeps: a holder of an
+        // acknowledged write whose data went back must not help elect a
+        // candidate without it (chaos seed 21: a restarted Redis said
+        // offset 1, and its elector voted for a replica 928 KB behind).
+        self.data.proof = Proof::Unproven(Unproven::DataNodeRestarted);
+        self.data.serving = None;
+        self.sync_floor(true);
         self.target.stream_claim = None;
         self.data.obs.offset = None;
         // The adapter applies nothing after a restart until it gets a
@@ -208,6 +291,10 @@ impl Core {
         if target == self.target.current && !std::mem::take(&mut self.target.reissue) && !new_stream
         {
             return;
+        }
+        if matches!(self.target.current, DataNodeTarget::Follow { .. }) {
+            // Leaving a stream: the floor is final here; write it now.
+            self.sync_floor(true);
         }
         if self.target.current.writable() && !target.fences() && !target.writable() {
             // From writable straight to following a new primary: the

@@ -10,6 +10,18 @@ impl Core {
     }
 
     pub(super) fn on_persist_failed(&mut self, seq: u64, error: String) {
+        if self.outbox.take_background(seq) {
+            // Only a risen floor waited for it (§6.10): nothing is dropped
+            // and the node stays as it is; the floor is written again at
+            // the next chance, and the failure is reported.
+            tracing::warn!(seq, %error, "writing the floor failed; retrying");
+            self.data.floor_dirty = true;
+            self.data.floor_written_at = Some(self.now);
+            self.notify(Notice::Fault {
+                what: format!("writing the floor failed: {error}"),
+            });
+            return;
+        }
         // Whatever waited for this write must not happen: the shell drops
         // it. The in-memory state stays as it is (conservative: it only ever
         // records *more* votes than the disk). Until a retry succeeds every

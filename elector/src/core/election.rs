@@ -8,6 +8,12 @@ use super::Core;
 use crate::protocol::{Message, NodeId, RejectReason, Role};
 use rand::Rng;
 
+/// How long an operator's `accept-data-loss` keeps a node standing again
+/// after lost elections: a few elections' worth (§6.10).
+pub(crate) fn forced_window_ms(t: &super::Timings) -> u64 {
+    5 * (t.election_timeout_ms + t.backoff_max_ms).max(t.down_after_ms)
+}
+
 impl Core {
     /// Whether this node may stand right now (protocol §6.5): a data member
     /// (a witness never stands, §4.5), priority above zero, a reachable data
@@ -17,6 +23,7 @@ impl Core {
             || self.cfg.priority == 0
             || !self.data.obs.reachable
             || self.data.down_since.is_some()
+            || self.below_floor()
         {
             return false;
         }
@@ -130,9 +137,69 @@ impl Core {
         (recent && alive).then_some(to)
     }
 
+    /// An operator accepted losing whatever this node's data node lacks
+    /// (§6.10): it stands at the next chance, within `down_after`, whatever
+    /// its floor, its lag or its peers' positions, and its offer says so.
+    pub(super) fn on_accept_data_loss(&mut self) {
+        if self.cfg.i_am_witness() || self.cfg.priority == 0 {
+            tracing::warn!("accept-data-loss refused: this node cannot be primary (witness or priority 0)");
+            return;
+        }
+        tracing::warn!(
+            floor = ?self.state.floor, position = ?self.proven_position(), proof = self.data.proof.as_str(),
+            "operator accepts data loss: standing regardless of the floor"
+        );
+        self.data.forced_at = Some(self.now);
+        self.data.forced_tries = 0;
+    }
+
+    /// The operator's request still stands: until this node wins, another
+    /// primary is learned, or [`forced_window_ms`] has passed (a request
+    /// must not act by surprise much later).
+    pub(crate) fn forced_candidacy_pending(&self) -> bool {
+        self.data
+            .forced_at
+            .is_some_and(|at| self.now < at + forced_window_ms(&self.cfg.timings))
+    }
+
+    /// Stands for an operator who accepted the loss, once the rules that
+    /// protect a live primary and the vote allow: the primary is gone, a
+    /// majority is heard, the data node answers and holds its target.
+    fn maybe_stand_forced(&mut self) -> bool {
+        if !self.forced_candidacy_pending() {
+            return false;
+        }
+        let reachable = 1 + self
+            .peers
+            .count_heard_within(self.now, self.cfg.timings.down_after_ms);
+        let ready = self.primary_gone().is_some()
+            && self.role.switchover().is_none()
+            && self.data.obs.reachable
+            && self.data_settled()
+            && self.quorum().is_reached(reachable);
+        // The first try goes at once; after a lost election (a lost
+        // message, a split vote) the ordinary backoff applies.
+        if !ready || (self.data.forced_tries > 0 && self.now < self.backoff_until) {
+            return false;
+        }
+        self.data.forced_tries += 1;
+        let position = self.position();
+        self.notify(Notice::DataLossAccepted {
+            epoch: self.highest_epoch() + 1,
+            candidate: self.cfg.node_id.clone(),
+            position,
+            floor: self.state.floor.map_or(position, |f| f.pair()),
+        });
+        self.start_candidacy(Reason::DataLossAccepted, true);
+        true
+    }
+
     /// Stands for election when the rules allow (protocol §5.1). Called on
     /// a replica only.
     pub(super) fn maybe_stand(&mut self) {
+        if self.maybe_stand_forced() {
+            return;
+        }
         // Eligibility is what peers see (§4.2); settling (§6.5) only delays
         // standing, so peers defer to a best node that is still detaching
         // instead of standing against it.
@@ -173,14 +240,17 @@ impl Core {
         if !handover_to_me && (!self.eligibility_announced() || !self.is_best_candidate()) {
             return;
         }
-        self.start_candidacy(if handover_to_me {
-            Reason::Switchover
-        } else {
-            reason
-        });
+        self.start_candidacy(
+            if handover_to_me {
+                Reason::Switchover
+            } else {
+                reason
+            },
+            false,
+        );
     }
 
-    fn start_candidacy(&mut self, reason: Reason) {
+    fn start_candidacy(&mut self, reason: Reason, forced: bool) {
         let highest = self.highest_epoch();
         // Never wraps (§3.6): at the top of the range the node stops standing.
         if highest >= crate::protocol::MAX_EPOCH {
@@ -208,6 +278,7 @@ impl Core {
             candidate: self.cfg.node_id.clone(),
             offset,
             data_epoch,
+            forced,
         });
         self.check_won();
     }
@@ -288,6 +359,7 @@ impl Core {
         let epoch = c.epoch;
         self.state.epoch = epoch;
         self.outbox.persist();
+        self.data.forced_at = None;
         self.primary.id = Some(self.cfg.node_id.clone());
         self.primary.resigned = None;
         self.primary.heard_at = Some(self.now);

@@ -79,6 +79,9 @@ impl Core {
     /// Adopts `primary` as the primary of committed `epoch`.
     pub(super) fn learn_primary(&mut self, epoch: u64, primary: NodeId, reason: Reason) {
         self.enter_epoch(epoch);
+        // A primary elected elsewhere makes an operator's forced candidacy
+        // here moot (§6.10).
+        self.data.forced_at = None;
         self.primary.heard_at = Some(self.now);
         self.finish_switchover_on_new_primary(&primary, epoch);
         let me = self.is_me(&primary);
@@ -159,6 +162,7 @@ impl Core {
             } else {
                 0
             },
+            floor: self.state.floor.map(|f| f.pair()),
         };
         self.broadcast(Message::Hb(hb));
         self.repeat_handover();

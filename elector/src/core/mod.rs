@@ -18,6 +18,7 @@ mod config;
 mod data;
 mod durability;
 mod election;
+mod floor;
 mod follow;
 mod known_primary;
 mod output;
@@ -30,12 +31,15 @@ mod types;
 mod vote;
 
 pub use config::{
-    default_fence_margin_ms, CoreConfig, Faults, Member, Preempt, Timings, MAX_CLOCK_RATE_ERROR,
+    default_fence_margin_ms, Backend, CoreConfig, Faults, Member, Preempt, Timings,
+    MAX_CLOCK_RATE_ERROR,
 };
 pub use output::{Action, Fence, FenceTarget, Gate, Gated, GrantTarget, Output, Persist};
 pub use peers::PeerView;
+pub use floor::{Proof, Unproven};
 pub use types::{
-    DataNodeTarget, Millis, Notice, Observation, PersistedState, Reason, SwitchoverFailure,
+    DataNodeTarget, Floor, Millis, Notice, Observation, PersistedState, Reason, StreamId,
+    StreamRecord, SwitchoverFailure,
 };
 
 use crate::protocol::{Message, NodeId, Role, MAX_EPOCH};
@@ -68,6 +72,9 @@ pub enum Event {
     PersistFailed { seq: u64, error: String },
     /// An operator asked for a planned handover to `to`.
     SwitchoverRequested { to: NodeId, timeout_ms: u64 },
+    /// An operator accepts losing whatever this node's data node lacks and
+    /// asks it to stand regardless of its floor (§6.10).
+    AcceptDataLoss,
 }
 
 /// The election state machine of one node.
@@ -99,7 +106,7 @@ impl Core {
     /// Builds the core from its config and the state recovered from disk.
     /// Call [`Core::start`] next: it emits the start-up clamp.
     pub fn new(cfg: CoreConfig, recovered: PersistedState, now: Millis) -> Core {
-        Core {
+        let mut core = Core {
             rng: StdRng::seed_from_u64(cfg.seed),
             peers: Peers::new(cfg.peer_ids().map(str::to_string)),
             max_seen_epoch: recovered.epoch.max(recovered.voted_epoch),
@@ -119,7 +126,10 @@ impl Core {
             outbox: Outbox::default(),
             now,
             cfg,
-        }
+        };
+        core.data.proof = core.initial_proof();
+        core.data.below_floor_reported = core.below_floor();
+        core
     }
 
     /// The restart clamp (protocol §6.4): before anything else the data node
@@ -158,6 +168,7 @@ impl Core {
             Event::SwitchoverRequested { to, timeout_ms } => {
                 self.on_switchover_request(to, timeout_ms)
             }
+            Event::AcceptDataLoss => self.on_accept_data_loss(),
         }
         self.evaluate();
         self.outbox.take(&self.state)
@@ -188,6 +199,18 @@ impl Core {
         consider(Some(self.primary.handover_learned_at + t.down_after_ms));
         consider(Some(self.primary.handover_learned_at + t.hb_interval_ms));
         consider(self.preemption_due_at());
+        consider(
+            self.data
+                .forced_at
+                .filter(|_| self.forced_candidacy_pending())
+                .map(|_| self.backoff_until),
+        );
+        consider(
+            self.data
+                .floor_written_at
+                .filter(|_| self.data.floor_dirty)
+                .map(|at| at + floor::floor_sync_ms(t.hb_interval_ms)),
+        );
         for view in self.peers.iter() {
             consider(
                 view.last_hb
@@ -248,7 +271,7 @@ impl Core {
         format!(
             "candidacy={:?} backoff_until={} eligible={} eligible_since={:?} settled={} \
              resigned={:?} switchover={:?} vote_pending={} persist_seq={} durable_seq={} \
-             target={:?} target_seq={} applied_seq={}",
+             target={:?} target_seq={} applied_seq={} proof={} floor={:?} below_floor={}",
             self.role.candidacy().map(|c| c.epoch),
             self.backoff_until,
             self.eligible(),
@@ -262,6 +285,9 @@ impl Core {
             self.target.current,
             self.target.seq,
             self.data.obs.applied_seq,
+            self.data.proof.as_str(),
+            self.state.floor,
+            self.below_floor(),
         )
     }
 
@@ -301,7 +327,8 @@ impl Core {
                 candidate,
                 offset,
                 data_epoch,
-            } => self.on_offer(from, epoch, candidate, (data_epoch, offset)),
+                forced,
+            } => self.on_offer(from, epoch, candidate, (data_epoch, offset), forced),
             Message::Accept { epoch, voter } => self.on_accept(epoch, voter),
             Message::Reject {
                 epoch,

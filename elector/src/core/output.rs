@@ -113,10 +113,16 @@ pub enum Action {
 }
 
 /// Write `state` durably, then report [`super::Event::Persisted`] for `seq`.
+/// Writes are carried out one at a time, in `seq` order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Persist {
     pub seq: u64,
     pub state: PersistedState,
+    /// Later actions wait for this write ([`Gated`]). A write that only
+    /// records a risen floor (§6.10) gates nothing: no message depends on
+    /// it, and a failure is counted and retried rather than silencing the
+    /// node; the shell must not drop held actions when it fails.
+    pub gates: bool,
 }
 
 /// Actions that leave only once write `after` (and every earlier one) is
@@ -180,6 +186,13 @@ pub(super) struct Outbox {
     out: Output,
     /// The newest write asked for (possibly in an earlier step).
     pub(super) persist_seq: u64,
+    /// The newest write that later actions wait for.
+    pub(super) gate_seq: u64,
+    /// This step records a risen floor only: a write that gates nothing.
+    background: bool,
+    /// Background writes not yet durable (their failures are not the
+    /// protocol's).
+    background_pending: Vec<u64>,
     /// The newest write known durable.
     pub(super) durable_seq: u64,
     /// This step changed the state: one write at the end carries it all.
@@ -195,7 +208,32 @@ pub(super) struct Outbox {
 
 impl Outbox {
     fn write_pending(&self) -> bool {
-        self.dirty || self.persist_seq > self.durable_seq
+        self.dirty || self.gate_seq > self.durable_seq
+    }
+
+    /// Queues a write that gates nothing (a risen floor, §6.10): it rides
+    /// along with a gating write of the same step if there is one.
+    pub(super) fn persist_background(&mut self) {
+        self.background = true;
+    }
+
+    /// Whether write `seq` is a background one not yet durable (tests
+    /// play the shell, which knows it from the write itself).
+    #[cfg(test)]
+    pub(crate) fn background_pending_has(&self, seq: u64) -> bool {
+        self.background_pending.contains(&seq)
+    }
+
+    /// Whether write `seq` was a background one (and forget it).
+    pub(super) fn take_background(&mut self, seq: u64) -> bool {
+        let found = self.background_pending.contains(&seq);
+        self.background_pending.retain(|s| *s != seq);
+        found
+    }
+
+    /// This step already writes the state (anything else changed rides along).
+    pub(super) fn writing(&self) -> bool {
+        self.dirty
     }
 
     /// Queues a durable write of the state as it is at the end of the step;
@@ -204,6 +242,7 @@ impl Outbox {
         if !self.dirty {
             self.dirty = true;
             self.persist_seq += 1;
+            self.gate_seq = self.persist_seq;
         }
     }
 
@@ -239,6 +278,7 @@ impl Outbox {
     /// Write `seq` is durable.
     pub(super) fn persisted(&mut self, seq: u64) {
         self.durable_seq = self.durable_seq.max(seq);
+        self.background_pending.retain(|s| *s > seq);
         if self.grant_waiting.is_some_and(|w| w <= self.durable_seq) {
             self.grant_waiting = None;
         }
@@ -246,10 +286,20 @@ impl Outbox {
 
     /// Ends the step: the outputs, with the write of `state` if it changed.
     pub(super) fn take(&mut self, state: &PersistedState) -> Output {
+        let background = std::mem::take(&mut self.background);
         if std::mem::take(&mut self.dirty) {
             self.out.persist = Some(Persist {
                 seq: self.persist_seq,
                 state: state.clone(),
+                gates: true,
+            });
+        } else if background {
+            self.persist_seq += 1;
+            self.background_pending.push(self.persist_seq);
+            self.out.persist = Some(Persist {
+                seq: self.persist_seq,
+                state: state.clone(),
+                gates: false,
             });
         }
         if let Some(g) = self.out.gated.as_mut() {
@@ -317,7 +367,32 @@ mod tests {
             ..Default::default()
         };
         let out = o.take(&state);
-        assert_eq!(out.persist, Some(Persist { seq: 1, state }));
+        assert_eq!(
+            out.persist,
+            Some(Persist {
+                seq: 1,
+                state,
+                gates: true
+            })
+        );
+    }
+
+    #[test]
+    fn a_background_write_gates_nothing_and_rides_along_with_a_gating_one() {
+        // §6.10: a risen floor is written without holding anything back.
+        let mut o = Outbox::default();
+        o.persist_background();
+        o.push(send("n2"));
+        let out = o.take(&PersistedState::default());
+        assert_eq!(out.now, vec![send("n2")]);
+        assert_eq!(out.persist.as_ref().map(|p| (p.seq, p.gates)), Some((1, false)));
+        o.push(send("n3"));
+        assert_eq!(o.take(&PersistedState::default()).now, vec![send("n3")]);
+        assert!(o.take_background(1));
+        o.persist_background();
+        o.persist();
+        let out = o.take(&PersistedState::default());
+        assert_eq!(out.persist.map(|p| (p.seq, p.gates)), Some((2, true)));
     }
 
     #[test]

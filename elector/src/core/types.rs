@@ -34,6 +34,66 @@ pub struct PersistedState {
     /// only the confirmed `data_epoch`.
     #[serde(default)]
     pub(crate) data_epoch_seen: u64,
+    /// Which stream `data_epoch` is, in the backend's own terms (Redis
+    /// `master_replid`, kevy's feed generation), as read when the stream was
+    /// claimed (§4.3, §6.10). After a restart of the elector or of the data
+    /// node, a reading in this stream proves where the data node stands; any
+    /// other reading proves nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) stream: Option<StreamRecord>,
+    /// The highest position the data node held while it followed a primary
+    /// with its link up: what it may have acknowledged (§6.10). A node whose
+    /// data node comes back below it neither stands nor votes for anyone
+    /// below it, whatever happened to its memory or its data meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) floor: Option<Floor>,
+    /// The highest position the data node held as this node's primary: the
+    /// writes it took, acknowledged or not (§6.10). Like the floor it keeps
+    /// this node from standing, or voting, below what its data node held;
+    /// unlike the floor it is never advertised to witnesses, since its
+    /// unacknowledged tail must not stop a successor that holds every
+    /// acknowledged write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) held: Option<Floor>,
+}
+
+/// A data node's place in a replication stream: the stream's epoch (the
+/// election that started it, §4.3) and the offset within it. Ordered
+/// lexicographically, as candidates are ranked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Floor {
+    pub data_epoch: u64,
+    pub offset: u64,
+}
+
+impl Floor {
+    pub fn new(data_epoch: u64, offset: u64) -> Floor {
+        Floor { data_epoch, offset }
+    }
+
+    /// `(data_epoch, offset)`, the form positions take on the wire.
+    pub fn pair(self) -> (u64, u64) {
+        (self.data_epoch, self.offset)
+    }
+}
+
+/// A replication stream as the data node names it: Redis's `master_replid`,
+/// kevy's feed generation. Opaque to the core: it is only ever compared.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StreamId(pub String);
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The durable record of which backend stream `data_epoch` names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamRecord {
+    pub data_epoch: u64,
+    pub id: StreamId,
 }
 
 /// What the data node should be. The shell's adapter drives the real server
@@ -116,6 +176,23 @@ pub struct Observation {
     /// first) instead of the adapter replaying a decision from before it
     /// (§6.4.1).
     pub(crate) overridden: u64,
+    /// The data node says it is a primary (Redis/kevy `role:master`).
+    pub(crate) master: bool,
+    /// The stream `offset` belongs to, as the backend names it (§6.10):
+    /// `None` when the data node cannot say (a kevy that follows nobody and
+    /// whose position this adapter did not read before it left its stream).
+    pub(crate) stream: Option<StreamId>,
+    /// The stream this one continues, when the backend keeps offsets across
+    /// a promotion (Redis `master_replid2`): a reading in `stream` is then
+    /// also a reading in `stream_prev`. kevy never continues a stream.
+    pub(crate) stream_prev: Option<StreamId>,
+}
+
+impl Observation {
+    /// Whether this reading is in stream `id` (itself, or one it continues).
+    pub(crate) fn in_stream(&self, id: &StreamId) -> bool {
+        self.stream.as_ref() == Some(id) || self.stream_prev.as_ref() == Some(id)
+    }
 }
 
 /// Machine-readable cause of a role change or fence change (issue 3 §1).
@@ -143,6 +220,14 @@ pub enum Reason {
     PrimaryFenced,
     /// The primary hands over to a member of higher priority (§8.1).
     Preemption,
+    /// The primary's data node left the stream it started in this epoch
+    /// (demoted, or promoted anew by someone else) on a backend whose every
+    /// promotion starts a new stream (kevy): it is never made writable again
+    /// in the same epoch; a new election decides (§6.10).
+    StreamEnded,
+    /// An operator accepted losing what this node's data node may lack and
+    /// made it stand (§6.10, `elector accept-data-loss`).
+    DataLossAccepted,
 }
 
 impl Reason {
@@ -165,6 +250,8 @@ impl Reason {
             Reason::DataNodeRestarted => "data_node_restarted",
             Reason::PrimaryFenced => "primary_fenced",
             Reason::Preemption => "preemption",
+            Reason::StreamEnded => "stream_ended",
+            Reason::DataLossAccepted => "data_loss_accepted",
         }
     }
 }
@@ -217,6 +304,16 @@ pub enum Notice {
     /// A fault worth a hook (`on_fault`): persist failure, data node trouble.
     Fault {
         what: String,
+    },
+    /// An operator accepted losing what `candidate` may lack (§6.10): this
+    /// node stood with `position` below its floor (`candidate` is itself),
+    /// or voted for such a candidacy while holding `floor`. Counted and
+    /// logged; the hook `on_fault` fires.
+    DataLossAccepted {
+        epoch: u64,
+        candidate: NodeId,
+        position: (u64, u64),
+        floor: (u64, u64),
     },
 }
 

@@ -3,21 +3,25 @@
 //! for a candidate with less data than ours.
 
 use super::role::RoleState;
-use super::types::Reason;
+use super::types::{Notice, Reason};
 use super::Core;
 use crate::protocol::{Message, NodeId, RejectReason};
 
 impl Core {
-    /// The position offers are judged against (§4.3): the stream the data
-    /// node may have joined, not only the one confirmed.
+    /// The position offers are judged against (§4.3, §6.10): the stream the
+    /// data node may have joined, not only the one confirmed, and never
+    /// less than the floor. An unproven reading counts for nothing: the
+    /// floor alone speaks for what this node may have acknowledged.
     pub(super) fn voting_position(&self) -> (u64, u64) {
-        let fresh = (
-            self.state.data_epoch.max(self.state.data_epoch_seen),
-            self.my_offset(),
-        );
-        self.data
-            .position_before_restart
-            .map_or(fresh, |before| fresh.max(before))
+        let stream = self.state.data_epoch.max(self.state.data_epoch_seen);
+        if self.cfg.faults.ignore_floor {
+            return (stream, self.my_offset());
+        }
+        let fresh = match self.proven_position() {
+            Some(_) => (stream, self.my_offset()),
+            None => (stream, 0),
+        };
+        self.must_hold().map_or(fresh, |f| fresh.max(f.pair()))
     }
 
     /// Brings the data target up to date, then says whether the data node is
@@ -43,12 +47,14 @@ impl Core {
         }
     }
 
-    /// The verdict on an offer for `epoch` from a candidate at `position`.
+    /// The verdict on an offer for `epoch` from a candidate at `position`;
+    /// `forced` when an operator accepted the loss of what it lacks (§6.10).
     fn judge_offer(
         &mut self,
         epoch: u64,
         candidate: &str,
         position: (u64, u64),
+        forced: bool,
     ) -> Result<(), RejectReason> {
         let known = self.state.epoch.max(self.state.voted_epoch);
         if self.cfg.is_witness(candidate) {
@@ -75,6 +81,10 @@ impl Core {
             // HANDOVER (lost or reordered) must not win in the successor's
             // place: the handover would turn into an election (§8).
             Err(RejectReason::PrimaryAlive)
+        } else if forced {
+            // The operator's choice (§6.10): no data comparison. The vote
+            // still detaches this node's data node (a vote is pending).
+            Ok(())
         } else if self.cfg.i_am_witness() {
             self.witness_judges(position)
         } else if self.data.obs.offset.is_none() || !self.data_settled_after_sync() {
@@ -93,6 +103,16 @@ impl Core {
     /// behind the epoch's primary, as last heard, than `max_lag_bytes`.
     /// The refusal is `candidate_behind` on the wire; the log says which.
     fn witness_judges(&self, position: (u64, u64)) -> Result<(), RejectReason> {
+        if let Some(acked) = self.acknowledged_floor() {
+            if position < acked {
+                tracing::info!(
+                    ?position,
+                    ?acked,
+                    "witness: the candidate is below what the data promise says is acknowledged"
+                );
+                return Err(RejectReason::CandidateBehind);
+            }
+        }
         let down = self.cfg.timings.down_after_ms;
         let ahead = self.peers.iter_named().find(|(id, view)| {
             let Some(hb) = view.last_hb.as_ref() else {
@@ -134,19 +154,54 @@ impl Core {
         Ok(())
     }
 
+    /// What a witness knows is acknowledged (§6.10): the `k`-th highest
+    /// floor among the data members' latest heartbeats, `k` the data
+    /// promise. An acknowledged write is held by `k` replicas, whose floors
+    /// are at least its position, so a candidate below this lacks one. A
+    /// floor heard from a node that is down still counts (its last word);
+    /// a lowered floor (an operator accepted a loss there) replaces it.
+    fn acknowledged_floor(&self) -> Option<(u64, u64)> {
+        if self.cfg.faults.ignore_floor {
+            return None;
+        }
+        let k = self.cfg.data_promise();
+        let mut floors: Vec<(u64, u64)> = self
+            .peers
+            .iter_named()
+            .filter(|(id, _)| !self.cfg.is_witness(id))
+            .filter_map(|(_, view)| view.last_hb.as_ref()?.floor)
+            .collect();
+        floors.sort_unstable_by(|a, b| b.cmp(a));
+        k.checked_sub(1).and_then(|i| floors.get(i).copied())
+    }
+
     pub(super) fn on_offer(
         &mut self,
         from: NodeId,
         epoch: u64,
         candidate: NodeId,
         position: (u64, u64),
+        forced: bool,
     ) {
         self.max_seen_epoch = self.max_seen_epoch.max(epoch);
         if candidate != from {
             return;
         }
         let known = self.state.epoch.max(self.state.voted_epoch);
-        match self.judge_offer(epoch, &candidate, position) {
+        match self.judge_offer(epoch, &candidate, position, forced) {
+            Ok(()) if forced => {
+                tracing::warn!(
+                    epoch, %candidate, ?position, ours = ?self.voting_position(),
+                    "voting for an operator-forced candidacy: whatever it lacks is lost by the operator's choice"
+                );
+                self.notify(Notice::DataLossAccepted {
+                    epoch,
+                    candidate: candidate.clone(),
+                    position,
+                    floor: self.voting_position(),
+                });
+                self.vote_for(epoch, candidate)
+            }
             Ok(()) => self.vote_for(epoch, candidate),
             Err(reason) => {
                 tracing::debug!(epoch, %candidate, reason = reason.as_str(), "refused offer");

@@ -36,6 +36,19 @@ pub struct ReplicationInfo {
     /// Redis: the fence-related settings as read back from the server on
     /// this very poll, never as last written (protocol §6.4.1).
     pub redis_settings: Option<RedisSettings>,
+    /// The replication stream `offset` belongs to (protocol §6.10): Redis
+    /// `master_replid`; kevy's feed generation (set by the kevy adapter from
+    /// `REPL.TOKEN`, its `master_replid` is always zeros). `None` unknown.
+    pub stream: Option<String>,
+    /// Redis `master_replid2`: the stream this one continues (offsets carry
+    /// on across a Redis promotion). kevy never continues a stream.
+    pub stream_prev: Option<String>,
+}
+
+/// A replication id that names a stream: Redis and kevy write 40 zeros for
+/// "none".
+fn replid(value: &str) -> Option<String> {
+    (!value.is_empty() && !value.bytes().all(|b| b == b'0')).then(|| value.to_string())
 }
 
 /// The Redis settings the fence relies on, read with `CONFIG GET`.
@@ -118,6 +131,8 @@ impl ReplicationInfo {
                 "master_port" => info.master_port = value.parse().ok(),
                 "master_link_status" => info.link_up = value == "up",
                 "connected_slaves" => info.connected_replicas = value.parse().ok(),
+                "master_replid" => info.stream = replid(value),
+                "master_replid2" => info.stream_prev = replid(value),
                 k if is_replica_line(k) => {
                     if let Some(acked) = replica_field(value, "offset").and_then(|v| v.parse().ok())
                     {
@@ -271,6 +286,18 @@ mod tests {
             })
         );
         assert_eq!(RedisSettings::parse(&reply[..2]), None);
+    }
+
+    #[test]
+    fn a_redis_replication_id_names_the_stream_and_zeros_name_none() {
+        let text = "role:master\r\nmaster_replid:8f2c\r\nmaster_replid2:0000000000000000000000000000000000000000\r\nmaster_repl_offset:5\r\n";
+        let info = ReplicationInfo::parse(text).unwrap();
+        assert_eq!(
+            (info.stream.as_deref(), info.stream_prev),
+            (Some("8f2c"), None)
+        );
+        let kevy = "role:master\r\nmaster_replid:0000000000000000000000000000000000000000\r\nmaster_repl_offset:5\r\n";
+        assert_eq!(ReplicationInfo::parse(kevy).unwrap().stream, None);
     }
 
     #[test]

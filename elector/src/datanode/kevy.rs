@@ -517,6 +517,7 @@ impl DataNodeAdapter for KevyNode {
             let reported = self.stream.observe(&reading, info.offset);
             info.offset = reported.offset;
             info.link_up &= reported.link_joined;
+            info.stream = reported.generation.map(|g| format!("kevy-feed-{g}"));
         }
         self.upstream_seen = match (&info.master_host, info.master_port) {
             (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),

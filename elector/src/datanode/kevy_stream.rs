@@ -49,8 +49,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// What `INFO replication` and `REPL.TOKEN`, read back to back, said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Reading {
-    /// A primary at this offset of its own feed.
-    Primary { offset: u64 },
+    /// A primary at this offset of its own feed (of this generation, when
+    /// its token named one).
+    Primary {
+        generation: Option<u64>,
+        offset: u64,
+    },
     /// A replica: the runner's upstream generation and applied offset,
     /// whether a full resync is loading, and whether it points anywhere
     /// (a replica of [`super::NOWHERE`] follows nobody).
@@ -129,9 +133,11 @@ fn token_int(v: &redis::Value) -> Option<u64> {
 }
 
 /// A position and when it was taken (milliseconds since the epoch; the
-/// elector and the watchdog share the host's clock).
+/// elector and the watchdog share the host's clock), with the feed
+/// generation it is in when known (the stream, protocol §6.10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Held {
+    generation: Option<u64>,
     offset: u64,
     at_ms: u64,
 }
@@ -165,6 +171,10 @@ pub(crate) struct StreamPosition {
 pub(crate) struct Reported {
     pub(crate) offset: u64,
     pub(crate) link_joined: bool,
+    /// The feed generation `offset` is in; `None` when not known (the
+    /// `INFO` fallback, or a position held from before generations were
+    /// read).
+    pub(crate) generation: Option<u64>,
 }
 
 fn now_ms() -> u64 {
@@ -192,9 +202,9 @@ impl StreamPosition {
         }
     }
 
-    fn joined(&self, reading: &Reading) -> Option<u64> {
+    fn joined(&self, reading: &Reading) -> Option<(Option<u64>, u64)> {
         match *reading {
-            Reading::Primary { offset } => Some(offset),
+            Reading::Primary { generation, offset } => Some((generation, offset)),
             Reading::Replica {
                 generation,
                 offset,
@@ -206,7 +216,7 @@ impl StreamPosition {
                     _ => self.join_floor,
                 };
                 (follows_someone && generation != 0 && !syncing && offset >= floor)
-                    .then_some(offset)
+                    .then_some((Some(generation), offset))
             }
         }
     }
@@ -226,17 +236,22 @@ impl StreamPosition {
             }
         }
         self.give_up_a_floor_never_reached(reading, now);
-        if let Some(offset) = self.joined(reading) {
+        if let Some((generation, offset)) = self.joined(reading) {
             self.join_floor = 0;
             self.short_of_floor_since_ms = None;
-            self.held = Some(Held { offset, at_ms: now });
+            self.held = Some(Held {
+                generation,
+                offset,
+                at_ms: now,
+            });
             return Reported {
                 offset,
                 link_joined: true,
+                generation,
             };
         }
-        let offset = match self.newest_held() {
-            Some(held) => held.offset,
+        let (generation, offset) = match self.newest_held() {
+            Some(held) => (held.generation, held.offset),
             None => {
                 if !self.fallback_logged {
                     self.fallback_logged = true;
@@ -245,12 +260,13 @@ impl StreamPosition {
                         "kevy: no position held for a node that has not joined a feed; reporting INFO's slave_repl_offset, which may be another feed generation's (docs/architecture.md §kevy)"
                     );
                 }
-                info_offset
+                (None, info_offset)
             }
         };
         Reported {
             offset,
             link_joined: false,
+            generation,
         }
     }
 
@@ -290,8 +306,9 @@ impl StreamPosition {
     /// held (and written for the watchdog or a restarted elector) if the
     /// node had joined a feed; the runner that follows starts over.
     pub(crate) fn leaving(&mut self, reading: Option<&Reading>) {
-        if let Some(offset) = reading.and_then(|r| self.joined(r)) {
+        if let Some((generation, offset)) = reading.and_then(|r| self.joined(r)) {
             let held = Held {
+                generation,
                 offset,
                 at_ms: now_ms(),
             };
@@ -381,7 +398,9 @@ impl StreamPosition {
         let text = std::fs::read_to_string(self.file.as_ref()?).ok()?;
         let mut parts = text.split_whitespace();
         let (identity, offset, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
+        let generation = parts.next().and_then(|g| g.parse().ok());
         let held = Held {
+            generation,
             offset: offset.parse().ok()?,
             at_ms: at_ms.parse().ok()?,
         };
@@ -395,7 +414,8 @@ impl StreamPosition {
             return;
         };
         let tmp = path.with_extension("tmp");
-        let text = format!("{identity} {} {}\n", held.offset, held.at_ms);
+        let generation = held.generation.map(|g| format!(" {g}")).unwrap_or_default();
+        let text = format!("{identity} {} {}{generation}\n", held.offset, held.at_ms);
         let result = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
         if let Err(e) = result {
             tracing::warn!(path = %path.display(), error = %e, "kevy: writing the held position failed");
@@ -421,7 +441,12 @@ pub(crate) fn parse_reading(info: &ReplicationInfo, token: &redis::Value) -> Opt
         // once per tick (100 ms), so a switchover's drained primary read
         // there can look caught up with a target that lacks its last
         // writes (`tests/loopback_cluster.rs`, the kevy switchover).
+        let generation = match token {
+            Value::Array(pair) if pair.len() == 2 => token_int(&pair[0]),
+            _ => None,
+        };
         return Some(Reading::Primary {
+            generation,
             offset: primary_feed_offset(token).unwrap_or(info.offset),
         });
     }

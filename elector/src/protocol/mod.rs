@@ -137,6 +137,12 @@ pub struct Heartbeat {
     /// The sender's configured `priority` (protocol §8.1, preemption; 0
     /// from a peer older than the extension, which is never preferred).
     pub priority: u64,
+    /// The sender's floor (protocol §6.10): the highest `(data_epoch,
+    /// offset)` its data node held while following a primary with its link
+    /// up, so the most it may have acknowledged. Witnesses refuse a
+    /// candidate below what the data promise says is acknowledged. `None`
+    /// from a node that never followed (or an elector older than §6.10).
+    pub floor: Option<(u64, u64)>,
 }
 
 /// One election message (protocol §3).
@@ -150,12 +156,16 @@ pub enum Message {
         fingerprint: Option<String>,
     },
     Hb(Heartbeat),
-    /// `OFFER <epoch> <candidate> <offset> [<data_epoch>]`.
+    /// `OFFER <epoch> <candidate> <offset> [<data_epoch> [forced]]`.
     Offer {
         epoch: u64,
         candidate: NodeId,
         offset: u64,
         data_epoch: u64,
+        /// An operator accepted losing whatever the candidate lacks
+        /// (§6.10, `elector accept-data-loss`): voters waive the data checks
+        /// (never the epoch, vote-once and live-primary rules) and log it.
+        forced: bool,
     },
     /// `ACCEPT <epoch> <voter>`.
     Accept {
@@ -219,7 +229,11 @@ impl Message {
     pub(crate) fn highest_epoch(&self) -> u64 {
         match self {
             Message::Hello { .. } => 0,
-            Message::Hb(hb) => hb.epoch.max(hb.max_epoch).max(hb.data_epoch),
+            Message::Hb(hb) => hb
+                .epoch
+                .max(hb.max_epoch)
+                .max(hb.data_epoch)
+                .max(hb.floor.map_or(0, |f| f.0)),
             Message::Offer {
                 epoch, data_epoch, ..
             } => (*epoch).max(*data_epoch),

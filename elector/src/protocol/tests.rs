@@ -16,6 +16,7 @@ fn hb() -> Heartbeat {
         stamp: 1234,
         echo: 1200,
         priority: 100,
+        floor: None,
     }
 }
 
@@ -77,6 +78,7 @@ fn every_message_round_trips_through_fields() {
             candidate: "n2".into(),
             offset: 10,
             data_epoch: 4,
+            forced: false,
         },
         Message::Accept {
             epoch: 5,
@@ -150,4 +152,41 @@ proptest! {
         all.extend(fields);
         let _ = Message::from_fields(&all);
     }
+}
+
+#[test]
+fn a_heartbeat_with_a_floor_carries_it_after_the_priority_field() {
+    // §6.10: the floor follows the priority, which is then written even at 0.
+    let floored = Heartbeat {
+        priority: 0,
+        floor: Some((4, 1_200)),
+        ..hb()
+    };
+    let fields = Message::Hb(floored.clone()).to_fields();
+    assert_eq!(fields.len(), 14, "HB plus thirteen arguments");
+    assert_eq!(Message::from_fields(&fields), Ok(Message::Hb(floored)));
+    let mut half = fields.clone();
+    half.pop();
+    assert!(
+        matches!(Message::from_fields(&half), Err(MessageError::Arity { .. })),
+        "a floor needs both its epoch and its offset"
+    );
+}
+
+#[test]
+fn a_forced_offer_round_trips_and_an_unknown_flag_is_refused() {
+    // §6.10: an operator's accept-data-loss marks the candidacy.
+    let offer = Message::Offer {
+        epoch: 9,
+        candidate: "n2".into(),
+        offset: 0,
+        data_epoch: 3,
+        forced: true,
+    };
+    let fields = offer.to_fields();
+    assert_eq!(fields.last().map(Vec::as_slice), Some(&b"forced"[..]));
+    assert_eq!(Message::from_fields(&fields), Ok(offer));
+    let mut bad = fields;
+    *bad.last_mut().unwrap() = b"please".to_vec();
+    assert_eq!(Message::from_fields(&bad), Err(MessageError::BadFlag));
 }

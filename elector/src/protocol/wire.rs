@@ -59,9 +59,14 @@ impl Message {
                 ];
                 // Priority 0 (never preferred, and what a node without
                 // preemption announces) is the absent field: the frame stays
-                // the ten fields an elector before §8.1 decodes.
-                if hb.priority > 0 {
+                // the ten fields an elector before §8.1 decodes, unless a
+                // floor (§6.10) follows it.
+                if hb.priority > 0 || hb.floor.is_some() {
                     frame.push(n(hb.priority));
+                }
+                if let Some((epoch, offset)) = hb.floor {
+                    frame.push(n(epoch));
+                    frame.push(n(offset));
                 }
                 frame
             }
@@ -70,13 +75,20 @@ impl Message {
                 candidate,
                 offset,
                 data_epoch,
-            } => vec![
-                s("OFFER"),
-                n(*epoch),
-                s(candidate),
-                n(*offset),
-                n(*data_epoch),
-            ],
+                forced,
+            } => {
+                let mut frame = vec![
+                    s("OFFER"),
+                    n(*epoch),
+                    s(candidate),
+                    n(*offset),
+                    n(*data_epoch),
+                ];
+                if *forced {
+                    frame.push(s("forced"));
+                }
+                frame
+            }
             Message::Accept { epoch, voter } => vec![s("ACCEPT"), n(*epoch), s(voter)],
             Message::Reject {
                 epoch,
@@ -142,7 +154,7 @@ impl Message {
                 })
             }
             b"HB" => {
-                arity(4, 11)?;
+                arity(4, 13)?;
                 let epoch = self::epoch(&args[0])?;
                 let primary = match args.get(5).map(Vec::as_slice) {
                     None | Some(b"-") => None,
@@ -167,15 +179,31 @@ impl Message {
                     stamp: optional_number(args, 8)?,
                     echo: optional_number(args, 9)?,
                     priority: optional_number(args, 10)?,
+                    floor: match (args.get(11), args.get(12)) {
+                        (Some(e), Some(o)) => Some((self::epoch(e)?, number(o)?)),
+                        (None, None) => None,
+                        _ => {
+                            return Err(MessageError::Arity {
+                                kind: "HB".into(),
+                                got: args.len(),
+                            })
+                        }
+                    },
                 }))
             }
             b"OFFER" => {
-                arity(3, 4)?;
+                arity(3, 5)?;
+                let forced = match args.get(4).map(Vec::as_slice) {
+                    None => false,
+                    Some(b"forced") => true,
+                    Some(_) => return Err(MessageError::BadFlag),
+                };
                 Ok(Message::Offer {
                     epoch: epoch(&args[0])?,
                     candidate: node_id(&args[1])?,
                     offset: number(&args[2])?,
                     data_epoch: optional_epoch(args, 3)?,
+                    forced,
                 })
             }
             b"ACCEPT" => {
@@ -240,6 +268,8 @@ pub enum MessageError {
     NotAscii,
     #[error("number out of the protocol's range")]
     OutOfRange,
+    #[error("unknown flag")]
+    BadFlag,
 }
 
 impl MessageError {
@@ -252,6 +282,7 @@ impl MessageError {
             MessageError::BadRole => "bad_role",
             MessageError::BadReason => "bad_reason",
             MessageError::BadNodeId => "bad_node_id",
+            MessageError::BadFlag => "bad_flag",
             MessageError::NotAscii => "not_ascii",
             MessageError::OutOfRange => "out_of_range",
         }

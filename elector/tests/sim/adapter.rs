@@ -184,7 +184,13 @@ impl Sim {
         if d.applied != target {
             d.link_up = false;
         }
+        let was_master = d.is_master();
         d.applied = target;
+        if !was_master && d.is_master() {
+            let new_stream = self.fresh_stream();
+            self.nodes[i].data.promote(new_stream);
+        }
+        let d = &mut self.nodes[i].data;
         if d.applied.writable() {
             self.inv
                 .on_data_promoted(i, &self.nodes[i].data, &self.acked, sent_at, self.now);

@@ -31,6 +31,12 @@ pub struct DataNode {
     /// Which process answers (Redis `run_id`, kevy `process_id`): a new one
     /// at every start of the data node.
     pub process_id: u64,
+    /// The replication stream its log is in, as the server names it (Redis
+    /// `master_replid`, §6.10): a promotion starts a new one that continues
+    /// the old (`stream_prev`, Redis `master_replid2`); a replica takes its
+    /// upstream's; a restart keeps it only when the server persisted it.
+    pub stream: u64,
+    pub stream_prev: Option<u64>,
 }
 
 impl DataNode {
@@ -41,7 +47,16 @@ impl DataNode {
             applied: DataNodeTarget::Isolated,
             link_up: false,
             process_id: 1,
+            stream: 0,
+            stream_prev: None,
         }
+    }
+
+    /// A promotion (from a replica to a primary): a new stream that
+    /// continues the one the node was in, as Redis does (§6.10).
+    pub fn promote(&mut self, new_stream: u64) {
+        self.stream_prev = Some(self.stream);
+        self.stream = new_stream;
     }
 
     pub fn writable(&self) -> bool {
@@ -75,6 +90,8 @@ impl DataNode {
             master_port,
             link_up: self.link_up,
             identity: Some(format!("process:{}", self.process_id)),
+            stream: Some(format!("s{}", self.stream)),
+            stream_prev: self.stream_prev.map(|s| format!("s{s}")),
             ..ReplicationInfo::default()
         })
     }
@@ -98,21 +115,26 @@ impl DataNode {
     }
 
     /// Replicates from `upstream`: extends when our log is a prefix of
-    /// theirs, full-syncs (replaces) otherwise, as Redis and kevy do.
-    pub fn sync_from(&mut self, upstream: &[Entry]) {
+    /// theirs, full-syncs (replaces) otherwise, as Redis and kevy do; either
+    /// way the replica is in its upstream's stream afterwards.
+    pub fn sync_from(&mut self, upstream: &DataNode) {
         let prefix = match self.log.last() {
             None => true,
             Some(last) => upstream
+                .log
                 .get(self.log.len() - 1)
                 .is_some_and(|e| e.chain == last.chain),
         };
         if prefix {
-            if upstream.len() > self.log.len() {
-                self.log.extend_from_slice(&upstream[self.log.len()..]);
+            if upstream.log.len() > self.log.len() {
+                self.log.extend_from_slice(&upstream.log[self.log.len()..]);
             }
+            self.stream_prev = upstream.stream_prev;
         } else {
-            self.log = upstream.to_vec();
+            self.log = upstream.log.clone();
+            self.stream_prev = None;
         }
+        self.stream = upstream.stream;
     }
 }
 

@@ -74,6 +74,7 @@ impl Sim {
             d.process_id += 1;
             // It restarts from its config file: read-only, upstream nowhere.
             d.applied = DataNodeTarget::Isolated;
+            self.stream_after_restart(i);
         }
         if self.nodes[i].core.is_none() {
             self.boot(i);
@@ -124,6 +125,24 @@ impl Sim {
         d.link_up = false;
         d.process_id += 1;
         d.applied = DataNodeTarget::Isolated;
+        if lose_data {
+            let fresh = self.fresh_stream();
+            let d = &mut self.nodes[i].data;
+            d.stream = fresh;
+            d.stream_prev = None;
+        } else {
+            self.stream_after_restart(i);
+        }
+    }
+
+    /// The operator who accepts a data loss (§6.10): asks node `i` to stand
+    /// whatever its floor. The schedules call it only in the state the
+    /// protocol leaves to an operator (no primary, nodes below their
+    /// floors), on a node that holds every acknowledged write.
+    pub fn accept_data_loss(&mut self, i: usize) {
+        self.trace(i, "OPERATOR ACCEPTS DATA LOSS");
+        self.operator_interventions += 1;
+        self.feed(i, Event::AcceptDataLoss);
     }
 
     /// The disk under node `i`'s elector fails every write for `for_ms`.
@@ -144,6 +163,10 @@ impl Sim {
         let d = &mut self.nodes[i].data;
         if d.up && !d.applied.writable() {
             self.trace(i, "FENCE LIFTED BY HAND");
+            if !self.nodes[i].data.is_master() {
+                let fresh = self.fresh_stream();
+                self.nodes[i].data.promote(fresh);
+            }
             let d = &mut self.nodes[i].data;
             d.applied = DataNodeTarget::Primary;
             d.link_up = false;

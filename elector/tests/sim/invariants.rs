@@ -231,7 +231,10 @@ impl Invariants {
         let healthy: Vec<usize> = (0..nodes.len())
             .filter(|&i| {
                 let n = &nodes[i];
-                n.core.is_some()
+                // A node whose data node may lack what it acknowledged
+                // (§6.10) has no working data part: the protocol waits for
+                // one that holds the floor, or for an operator.
+                n.core.as_ref().is_some_and(|c| !c.below_floor())
                     && (n.witness || n.data.up)
                     && n.paused_until.is_none_or(|u| now >= u)
                     && now >= n.disk_broken_until

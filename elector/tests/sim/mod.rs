@@ -13,7 +13,7 @@ pub use world::{sim_timings, World};
 
 use datalayer::{AckedWrite, DataNode, PendingWrite};
 use elector::core::{
-    Action, Core, CoreConfig, DataNodeTarget, Event, Faults, Fence, Gate, Member, Millis, Notice,
+    Action, Backend, Core, CoreConfig, DataNodeTarget, Event, Faults, Fence, Gate, Member, Millis, Notice,
     Output, PersistedState, Preempt, Timings,
 };
 use elector::datanode::driver::{Command, Driver, Outcome};
@@ -42,6 +42,7 @@ enum Ev {
         seq: u64,
         state: PersistedState,
         ok: bool,
+        gates: bool,
         incarnation: u64,
     },
     DataStep,
@@ -181,6 +182,14 @@ pub struct Sim {
     /// all 100 and off unless a test calls [`Sim::prefer`].
     pub priorities: Vec<u32>,
     pub preempt: Preempt,
+    /// The last stream id handed out (§6.10): each promotion and each
+    /// restart that loses its stream gets a new one.
+    streams: u64,
+    /// How many times the schedule had to play the operator who accepts a
+    /// data loss (`elector accept-data-loss`, §6.10).
+    pub operator_interventions: u64,
+    /// The data node kind the electors are told they drive (§6.10).
+    pub backend: Backend,
 }
 
 impl Sim {
@@ -220,6 +229,9 @@ impl Sim {
             ack_copies_override: None,
             priorities: vec![100; n],
             preempt: Preempt::default(),
+            backend: Backend::default(),
+            streams: 0,
+            operator_interventions: 0,
             ids,
             data,
         };
@@ -271,6 +283,23 @@ impl Sim {
         sim
     }
 
+    /// A stream id never used before (§6.10).
+    pub fn fresh_stream(&mut self) -> u64 {
+        self.streams += 1;
+        self.streams
+    }
+
+    /// A data node started again with its files: it comes back in its
+    /// stream only if the server persisted it (`World::restart_keeps_stream`).
+    pub(crate) fn stream_after_restart(&mut self, i: usize) {
+        if !self.rng.gen_bool(self.world.restart_keeps_stream) {
+            let fresh = self.fresh_stream();
+            let d = &mut self.nodes[i].data;
+            d.stream = fresh;
+            d.stream_prev = None;
+        }
+    }
+
     /// The node that believes it is primary, if exactly one does.
     /// The `HELLO` fingerprint of this membership with `timings` (§3.7):
     /// the first `data` ids are data members, the rest witnesses.
@@ -317,6 +346,7 @@ impl Sim {
                 .wrapping_add(i as u64 * 7 + self.nodes[i].incarnation),
             faults: self.faults,
             preempt: self.preempt,
+            backend: self.backend,
         }
     }
 
@@ -459,6 +489,7 @@ impl Sim {
                 seq,
                 state,
                 ok,
+                gates,
                 incarnation,
             } => {
                 if self.nodes[node].incarnation != incarnation {
@@ -473,7 +504,7 @@ impl Sim {
                     }
                     self.feed(node, Event::Persisted { seq });
                 } else {
-                    if !self.elector_paused(node) {
+                    if gates && !self.elector_paused(node) {
                         self.nodes[node].gate.drop_all();
                     }
                     self.feed(
@@ -557,12 +588,12 @@ impl Sim {
         }
         self.run_actions(i, output.now);
         if let Some(p) = output.persist {
-            self.start_write(i, p.seq, p.state);
+            self.start_write(i, p.seq, p.state, p.gates);
         }
         self.nodes[i].gate.hold(output.gated);
     }
 
-    fn start_write(&mut self, i: usize, seq: u64, state: PersistedState) {
+    fn start_write(&mut self, i: usize, seq: u64, state: PersistedState, gates: bool) {
         let busy = self.nodes[i].disk_free_at.saturating_sub(self.now);
         let delay = busy
             + self
@@ -579,6 +610,7 @@ impl Sim {
                 seq,
                 state,
                 ok,
+                gates,
                 incarnation,
             },
         );

@@ -34,7 +34,7 @@ impl Sim {
                     } else {
                         (&mut b[0], &a[u])
                     };
-                    dst.data.sync_from(&src.data.log);
+                    dst.data.sync_from(&src.data);
                 }
             }
         }

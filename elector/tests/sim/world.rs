@@ -47,6 +47,11 @@ pub struct World {
     /// differs from its own (issue 10 finding 6, protocol §3). Off only to
     /// show what the check prevents.
     pub fingerprint_check: bool,
+    /// How often a data node restarted with its files comes back in the
+    /// stream it was in (Redis from an RDB with its replication id; kevy's
+    /// clean shutdown) rather than in a new one (Redis from its AOF, kevy
+    /// after a crash): only the former can prove its position (§6.10).
+    pub restart_keeps_stream: f64,
 }
 
 impl World {
@@ -64,6 +69,7 @@ impl World {
             watchdog_knows_lease: true,
             margin_override: None,
             fingerprint_check: true,
+            restart_keeps_stream: [0.0, 0.5, 1.0][rng.gen_range(0..3)],
         }
     }
 }

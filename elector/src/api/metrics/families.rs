@@ -48,6 +48,8 @@ pub(super) struct Counters {
     pub(super) elections_started: Counter,
     pub(super) elections_won: Counter,
     pub(super) elections_lost: Counter,
+    /// Forced candidacies (protocol §6.10) this node stood in or voted for.
+    pub(super) data_loss_accepted: Counter,
     pub(super) data_node_errors: Counter,
     /// kevy: hanging replication connects aborted on a retarget, and the
     /// aborts that could not be made (no `ss`, no CAP_NET_ADMIN).
@@ -97,6 +99,11 @@ impl Counters {
             "elector_elections_lost",
             "Elections this node lost or abandoned",
             self.elections_lost.clone(),
+        );
+        r.register(
+            "elector_data_loss_accepted",
+            "Operator-accepted data losses (protocol 6.10): forced candidacies this node stood in or voted for",
+            self.data_loss_accepted.clone(),
         );
         r.register(
             "elector_data_node_errors",

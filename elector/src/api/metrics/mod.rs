@@ -133,6 +133,10 @@ impl Metrics {
         self.counters.elections_lost.inc();
     }
 
+    pub(crate) fn data_loss_accepted(&self) {
+        self.counters.data_loss_accepted.inc();
+    }
+
     pub(crate) fn data_node_error(&self) {
         self.counters.data_node_errors.inc();
     }

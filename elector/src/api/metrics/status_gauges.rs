@@ -81,6 +81,11 @@ pub(super) fn register(r: &mut Registry, status: &StatusSnapshot) {
         "1 while the local data node answers",
         gauge(status.data_node.reachable.into()),
     );
+    r.register(
+        "elector_data_below_floor",
+        "1 while the local data node may lack what it acknowledged (protocol 6.10): the node does not stand",
+        gauge(status.data_node.below_floor.into()),
+    );
     if let Some(offset) = status.data_node.offset {
         r.register(
             "elector_data_node_offset",

@@ -18,6 +18,7 @@ fn a_primary_whose_data_node_restarted_resigns_instead_of_making_it_writable_aga
             generation: 1,
             gone: false,
             overridden: 0,
+            ..Observation::default()
         }),
     );
     assert_eq!(n.core.role(), Role::Replica);
@@ -31,53 +32,9 @@ fn a_primary_whose_data_node_restarted_resigns_instead_of_making_it_writable_aga
     assert_eq!(n.core.position().1, 0);
 }
 
-/// A voter (n2, offset 10) whose data node came back as a new process that
-/// reports offset 1, settled in the target the core re-issued.
-fn voter_after_a_data_node_restart() -> Node {
-    let mut n = node("n2");
-    let restarted = |applied_seq| {
-        Event::DataNode(Observation {
-            reachable: true,
-            offset: Some(1),
-            link_up: false,
-            applied_seq,
-            offset_at_apply: Some(1),
-            generation: 1,
-            gone: false,
-            overridden: 0,
-        })
-    };
-    n.handle(100, restarted(1));
-    let seq = n.core.target.seq;
-    n.handle(150, restarted(seq));
-    assert_eq!(n.core.position().1, 1, "it advertises what it reports now");
-    n
-}
-
-#[test]
-fn a_voter_whose_data_node_restarted_with_its_files_still_refuses_a_candidate_behind_what_it_held()
-{
-    // §6.8, chaos seed 21: the restarted data node keeps its data but
-    // reports a fresh offset; its voter must judge by what it held.
-    let mut n = voter_after_a_data_node_restart();
-    let step = n.handle(2_000, offer(1, "n1", 9));
-    assert!(
-        matches!(
-            step.sends().first().map(|s| s.1),
-            Some(Message::Reject {
-                reason: crate::protocol::RejectReason::CandidateBehind,
-                ..
-            })
-        ),
-        "a candidate behind the offset held before the restart was not refused: {step:?}"
-    );
-    let mut n = voter_after_a_data_node_restart();
-    let step = n.handle(2_000, offer(1, "n1", 10));
-    assert!(
-        step.persist.is_some(),
-        "a candidate level with what it held gets the vote: {step:?}"
-    );
-}
+// A voter whose data node restarted with its files (chaos seed 21) is
+// covered with its durable floor in `floor.rs`
+// (`a_replica_whose_data_node_restarted_neither_stands_nor_votes_below_its_floor`).
 
 fn overridden_observation(applied_seq: u64, overridden: u64) -> Event {
     Event::DataNode(Observation {
@@ -89,6 +46,7 @@ fn overridden_observation(applied_seq: u64, overridden: u64) -> Event {
         generation: 0,
         gone: false,
         overridden,
+        ..Observation::default()
     })
 }
 

@@ -6,6 +6,7 @@
 
 mod data_node;
 mod durability;
+mod floor;
 mod lease;
 mod preempt;
 mod switchover;
@@ -39,6 +40,7 @@ pub(super) fn config(me: &str) -> CoreConfig {
         seed: 7,
         faults: Faults::default(),
         preempt: Preempt::default(),
+        backend: Backend::default(),
     }
 }
 
@@ -73,8 +75,10 @@ impl Node {
     pub(crate) fn handle(&mut self, t: Millis, event: Event) -> Step {
         let released = match &event {
             Event::Persisted { seq } => self.gate.release(*seq),
-            Event::PersistFailed { .. } => {
-                self.gate.drop_all();
+            Event::PersistFailed { seq, .. } => {
+                if !self.core.outbox.background_pending_has(*seq) {
+                    self.gate.drop_all();
+                }
                 Vec::new()
             }
             _ => Vec::new(),
@@ -166,6 +170,7 @@ pub(super) fn observation(offset: u64, applied_seq: u64) -> Event {
         generation: 0,
         gone: false,
         overridden: 0,
+        ..Observation::default()
     })
 }
 
@@ -185,6 +190,7 @@ pub(super) fn offer(epoch: u64, candidate: &str, offset: u64) -> Event {
             candidate: candidate.into(),
             offset,
             data_epoch: 0,
+            forced: false,
         },
     }
 }
@@ -206,6 +212,7 @@ pub(super) fn heartbeat(from: &str, epoch: u64, primary: Option<&str>, echo: u64
             stamp: 0,
             echo,
             priority: 100,
+            floor: None,
         }),
     }
 }

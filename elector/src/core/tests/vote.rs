@@ -144,6 +144,7 @@ fn peers_stop_vouching_for_a_primary_that_stays_fenced() {
             stamp: t,
             echo: 0,
             priority: 100,
+            floor: None,
         }),
     };
     n.handle(100, hb(100, false));

@@ -53,6 +53,7 @@ fn primary_hb(from: &str, epoch: u64, offset: u64, stamp: u64) -> Event {
             stamp,
             echo: 0,
             priority: 100,
+            floor: None,
         }),
     }
 }
@@ -74,6 +75,7 @@ fn data_hb(from: &str, epoch: u64, offset: u64, primary: Option<&str>) -> Event 
             stamp: 0,
             echo: 0,
             priority: 100,
+            floor: None,
         }),
     }
 }
@@ -86,6 +88,7 @@ fn offer_at(epoch: u64, candidate: &str, data_epoch: u64, offset: u64) -> Event 
             candidate: candidate.into(),
             offset,
             data_epoch,
+            forced: false,
         },
     }
 }

@@ -19,7 +19,7 @@
 //!    one after the apply.
 
 use super::{DataNodeError, ReplicationInfo};
-use crate::core::{DataNodeTarget, Millis, Observation};
+use crate::core::{DataNodeTarget, Millis, Observation, StreamId};
 
 /// What the executor must do next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -385,6 +385,9 @@ impl Tracker {
                 obs.reachable = true;
                 obs.offset = Some(info.offset);
                 obs.link_up = info.is_master() || info.link_up;
+                obs.master = info.is_master();
+                obs.stream = info.stream.clone().map(StreamId);
+                obs.stream_prev = info.stream_prev.clone().map(StreamId);
                 Some(info)
             }
             Err(e) => {

@@ -1,0 +1,238 @@
+//! What the data node is known to hold, and the floor below which this node
+//! neither stands nor votes (docs/protocol.md §6.10).
+//!
+//! A data node's reading (`offset`) describes its content only while the
+//! adapter has watched the same process since the reading's stream was
+//! claimed. After the data node restarts (empty, from older files, or whole)
+//! or the elector restarts (its memory of the process gone), the reading
+//! proves nothing until it is tied to the durable record again: a reading
+//! in the recorded stream (the backend names it: Redis `master_replid`,
+//! kevy's feed generation), or a new claim (the data node joined a primary's
+//! stream, or was promoted, in an epoch this node knows).
+//!
+//! The **floor** is the highest position the data node held while following
+//! a primary with its link up or data arriving: the most it may have
+//! acknowledged. It is durable (written with every vote and on its own,
+//! §5.2), so it survives the elector, and it only rises. A node whose
+//! position is unproven, or proven below its floor, does not stand (it may
+//! lack writes it acknowledged, and a peer or a witness might vote for it)
+//! and votes as if it held its floor (a holder of acknowledged writes must
+//! never help elect a candidate without them). When only such nodes can
+//! vote, nothing is elected until a node that holds the floor returns, or an
+//! operator accepts the loss (`elector accept-data-loss`, §6.10).
+
+use super::types::{Floor, Notice, Observation, StreamRecord};
+use super::Core;
+use crate::core::types::Millis;
+
+/// Whether the data node's reading describes its content (§6.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proof {
+    /// Read from the same process since its stream was claimed, or in the
+    /// recorded stream: the position is real.
+    Proven,
+    /// Nothing ties the reading to the durable record yet.
+    Unproven(Unproven),
+}
+
+/// Why a position is not proven.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unproven {
+    /// This elector started with a durable record and has not yet read its
+    /// data node in the recorded stream.
+    ElectorStarted,
+    /// The data node came back as another process (or went backwards).
+    DataNodeRestarted,
+}
+
+impl Proof {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Proof::Proven => "proven",
+            Proof::Unproven(Unproven::ElectorStarted) => "unproven_after_elector_start",
+            Proof::Unproven(Unproven::DataNodeRestarted) => "unproven_after_data_node_restart",
+        }
+    }
+}
+
+/// The floor's durable write is held back at most this long while it rises
+/// (it rides along with any earlier write, and goes at once when the node
+/// stops following): a write per heartbeat at most, never per acknowledgement.
+pub(crate) fn floor_sync_ms(hb_interval_ms: u64) -> u64 {
+    hb_interval_ms.max(100)
+}
+
+impl Core {
+    /// Proof state at start-up: a node with nothing durable has nothing to
+    /// prove; one with a record must read its data node in that stream first.
+    pub(super) fn initial_proof(&self) -> Proof {
+        if self.must_hold().is_none() && self.state.stream.is_none() {
+            Proof::Proven
+        } else {
+            Proof::Unproven(Unproven::ElectorStarted)
+        }
+    }
+
+    /// The position this node's data node provably holds, `(data_epoch,
+    /// offset)`, or `None` while unproven or unread.
+    pub(crate) fn proven_position(&self) -> Option<Floor> {
+        if self.data.proof != Proof::Proven {
+            return None;
+        }
+        let offset = self.data.obs.offset?;
+        Some(Floor::new(self.state.data_epoch, offset))
+    }
+
+    /// The durable floor (§6.10).
+    pub fn floor(&self) -> Option<Floor> {
+        self.state.floor
+    }
+
+    /// What this node must not stand or vote below: its floor, and what its
+    /// data node held as primary (§6.10).
+    pub(crate) fn must_hold(&self) -> Option<Floor> {
+        match (self.state.floor, self.state.held) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn proof(&self) -> Proof {
+        self.data.proof
+    }
+
+    /// This node must not stand: its data node may lack what it
+    /// acknowledged (unproven, or proven below its floor).
+    pub fn below_floor(&self) -> bool {
+        if self.cfg.faults.ignore_floor {
+            return false;
+        }
+        match (self.must_hold(), self.proven_position()) {
+            (None, _) => self.data.proof != Proof::Proven,
+            (Some(_), None) => true,
+            (Some(floor), Some(at)) => at < floor,
+        }
+    }
+
+    /// A settled observation may prove the position again: the reading is in
+    /// the stream the durable record names (§6.10). Called after the claim
+    /// (a claim proves by itself).
+    pub(super) fn prove_from_reading(&mut self, obs: &Observation) {
+        if self.data.proof == Proof::Proven || !obs.reachable || !self.data_settled() {
+            return;
+        }
+        let Some(record) = self.state.stream.as_ref() else {
+            return;
+        };
+        if record.data_epoch == self.state.data_epoch && obs.in_stream(&record.id) {
+            tracing::info!(
+                stream = %record.id, data_epoch = record.data_epoch, offset = ?obs.offset,
+                "data node read in its recorded stream: position proven"
+            );
+            self.data.proof = Proof::Proven;
+            self.note_below_floor_change();
+        }
+    }
+
+    /// The data node joined (or started, as primary) the stream of
+    /// `epoch`: its content is that stream's, whatever came before.
+    pub(super) fn prove_by_claim(&mut self, epoch: u64, obs: &Observation) {
+        if let Some(id) = obs.stream.clone() {
+            let record = StreamRecord {
+                data_epoch: epoch,
+                id,
+            };
+            if self.state.stream.as_ref() != Some(&record) {
+                self.state.stream = Some(record);
+                self.outbox.persist();
+            }
+        }
+        if self.data.proof != Proof::Proven {
+            tracing::info!(epoch, "data node joined a stream: position proven");
+            self.data.proof = Proof::Proven;
+            self.note_below_floor_change();
+        }
+    }
+
+    /// Raises the floor to what the data node may have acknowledged while
+    /// following: the conservative position (the stream it may have data
+    /// from, §4.3) once data can have arrived. Primaries do not raise it:
+    /// what they wrote is acknowledged by replicas, whose floors count
+    /// (the data promise, §4.5), and a primary's own unacknowledged tail
+    /// must not stop a legitimate successor.
+    pub(super) fn raise_floor(&mut self, obs: &Observation) {
+        if self.data.proof != Proof::Proven || !obs.reachable {
+            return;
+        }
+        let epoch = self.state.epoch;
+        let serving = self
+            .data
+            .serving
+            .as_ref()
+            .is_some_and(|(e, _)| *e == epoch);
+        if serving && obs.master && self.role.leadership().is_some() {
+            let Some(offset) = obs.offset else { return };
+            let at = Floor::new(self.state.data_epoch, offset);
+            if self.state.held.is_none_or(|h| at > h) {
+                self.state.held = Some(at);
+                self.data.floor_dirty = true;
+            }
+            return;
+        }
+        let following = matches!(
+            self.target.current,
+            super::DataNodeTarget::Follow { .. }
+        ) && self.data_settled();
+        let Some(offset) = obs.offset else { return };
+        let moved = obs.offset_at_apply.is_some_and(|at| at != offset);
+        if !following || !(obs.link_up || moved) {
+            return;
+        }
+        let epoch = self.state.data_epoch.max(self.state.data_epoch_seen);
+        let at = Floor::new(epoch, offset);
+        if self.state.floor.is_none_or(|f| at > f) {
+            self.state.floor = Some(at);
+            self.data.floor_dirty = true;
+        }
+    }
+
+    /// Writes a risen floor once a heartbeat at most, or at once when
+    /// `now_too` (the node stops following: its floor is final there).
+    pub(super) fn sync_floor(&mut self, now_too: bool) {
+        if !self.data.floor_dirty {
+            return;
+        }
+        let due = self.data.floor_written_at.is_none_or(|at: Millis| {
+            self.now >= at + floor_sync_ms(self.cfg.timings.hb_interval_ms)
+        });
+        if now_too || due || self.outbox.writing() {
+            self.data.floor_dirty = false;
+            self.data.floor_written_at = Some(self.now);
+            self.outbox.persist_background();
+        }
+    }
+
+    /// Logs and reports a change of the node's standing against its floor.
+    pub(super) fn note_below_floor_change(&mut self) {
+        let below = self.below_floor();
+        if below == self.data.below_floor_reported {
+            return;
+        }
+        self.data.below_floor_reported = below;
+        if below {
+            tracing::warn!(
+                floor = ?self.state.floor, proof = self.data.proof.as_str(),
+                position = ?self.proven_position(),
+                "data node below its floor: not standing, voting with the floor"
+            );
+            self.notify(Notice::Fault {
+                what: format!(
+                    "data node below its floor ({}): this node does not stand until it holds the floor again or an operator accepts the loss",
+                    self.data.proof.as_str()
+                ),
+            });
+        } else {
+            tracing::info!(floor = ?self.state.floor, position = ?self.proven_position(), "data node holds its floor again");
+        }
+    }
+}

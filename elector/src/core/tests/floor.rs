@@ -1,0 +1,491 @@
+//! The floor and the proof of a data node's position (docs/protocol.md
+//! §6.10): what a node may have acknowledged survives its memory and its
+//! data node, and a node below it neither stands nor votes below it.
+
+use super::*;
+use crate::protocol::{Heartbeat, RejectReason};
+
+fn stream(id: &str) -> Option<StreamId> {
+    Some(StreamId(id.into()))
+}
+
+/// A reading of the data node in `stream` at `offset`, settled in target
+/// `applied_seq`, for data-node process `generation`.
+fn reading(
+    offset: u64,
+    applied_seq: u64,
+    link_up: bool,
+    stream_id: Option<StreamId>,
+    generation: u64,
+) -> Event {
+    Event::DataNode(Observation {
+        reachable: true,
+        offset: Some(offset),
+        link_up,
+        applied_seq,
+        offset_at_apply: Some(0),
+        generation,
+        stream: stream_id,
+        ..Observation::default()
+    })
+}
+
+fn primary_says(from: &str, epoch: u64, offset: u64, stamp: u64) -> Event {
+    Event::Message {
+        from: from.into(),
+        msg: Message::Hb(Heartbeat {
+            epoch,
+            node_id: from.into(),
+            role: Role::Primary,
+            offset,
+            max_epoch: epoch,
+            primary: Some(from.into()),
+            eligible: true,
+            fenced: false,
+            lease_lost: false,
+            data_epoch: epoch,
+            stamp,
+            echo: 0,
+            priority: 100,
+            floor: None,
+        }),
+    }
+}
+
+/// n2 following n1's epoch-1 stream "s1" with its link up at `offset`;
+/// every write made durable.
+fn follower_at(offset: u64) -> Node {
+    let mut n = node("n2");
+    n.handle(100, primary_says("n1", 1, offset, 100));
+    let seq = n.core.target.seq;
+    assert!(matches!(n.core.target.current, DataNodeTarget::Follow { .. }));
+    n.settle_writes(101);
+    n.handle(102, reading(offset, seq, true, stream("s1"), 0));
+    n.settle_writes(103);
+    n
+}
+
+impl Node {
+    /// Makes every outstanding write durable.
+    fn settle_writes(&mut self, t: Millis) {
+        let ob = &self.core.outbox;
+        if ob.persist_seq > ob.durable_seq {
+            let seq = ob.persist_seq;
+            self.handle(t, Event::Persisted { seq });
+        }
+    }
+}
+
+#[test]
+fn a_follower_raises_its_floor_with_its_link_up_and_writes_it_at_most_once_a_heartbeat() {
+    let mut n = follower_at(500);
+    assert_eq!(n.core.floor(), Some(Floor::new(1, 500)));
+    assert_eq!(n.core.persisted().floor, Some(Floor::new(1, 500)));
+    let seq = n.core.target.seq;
+    let step = n.handle(120, reading(600, seq, true, stream("s1"), 0));
+    assert_eq!(n.core.floor(), Some(Floor::new(1, 600)), "in memory at once");
+    assert!(step.persist.is_none(), "not written within a heartbeat");
+    let step = n.handle(250, reading(650, seq, true, stream("s1"), 0));
+    assert_eq!(
+        step.persist.map(|p| p.state.floor),
+        Some(Some(Floor::new(1, 650))),
+        "written once a heartbeat passed"
+    );
+}
+
+#[test]
+fn the_floor_is_written_at_once_when_the_node_stops_following() {
+    // §6.10: once it stops following, what it holds is final.
+    let mut n = follower_at(500);
+    let seq = n.core.target.seq;
+    n.handle(110, reading(700, seq, true, stream("s1"), 0));
+    // n1 goes quiet: n2 stops vouching and detaches (§6.2).
+    let step = n.handle(1_000, Event::Tick);
+    assert_eq!(n.core.target.current, DataNodeTarget::Isolated);
+    assert_eq!(
+        step.persist.map(|p| p.state.floor),
+        Some(Some(Floor::new(1, 700)))
+    );
+}
+
+#[test]
+fn a_replica_whose_data_node_restarted_neither_stands_nor_votes_below_its_floor() {
+    // §6.10, issue 34 (c): its data came back older (or empty); it must not
+    // stand, and it judges offers by what it held.
+    let mut n = follower_at(500);
+    n.handle(200, reading(3, 0, false, stream("fresh"), 1));
+    assert!(n.core.below_floor());
+    assert_eq!(
+        n.core.proof(),
+        Proof::Unproven(Unproven::DataNodeRestarted)
+    );
+    // n1 is gone; the node is detached and settled; it does not stand.
+    for t in (1_200..4_000).step_by(100) {
+        n.handle(t, Event::Tick);
+        let seq = n.core.target.seq;
+        n.handle(t, reading(3, seq, false, stream("fresh"), 1));
+        assert_ne!(n.core.role(), Role::Candidate, "stood below its floor at {t}");
+    }
+    let step = n.handle(4_000, offer(2, "n3", 499));
+    assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind));
+    let mut n = follower_at(500);
+    n.handle(200, reading(3, 0, false, stream("fresh"), 1));
+    n.handle(3_900, Event::Tick);
+    let seq = n.core.target.seq;
+    n.handle(3_950, reading(3, seq, false, stream("fresh"), 1));
+    let step = n.handle(4_000, offer_at(2, "n3", 1, 500));
+    assert!(step.persist.is_some(), "a candidate at the floor gets the vote: {step:?}");
+}
+
+#[test]
+fn a_restarted_elector_votes_with_its_durable_floor_and_does_not_stand() {
+    // §6.10, issue 34 (c): C's elector restarted with its data node, which
+    // came back from older files; its memory is gone, its floor is not.
+    let durable = follower_at(800).core.persisted().clone();
+    let mut n = Node {
+        core: Core::new(config("n2"), durable, 5_000),
+        gate: Gate::default(),
+    };
+    n.start(5_000);
+    assert_eq!(n.core.proof(), Proof::Unproven(Unproven::ElectorStarted));
+    n.handle(5_001, reading(100, 1, false, stream("other"), 0));
+    assert!(n.core.below_floor());
+    assert!(!n.core.eligible());
+    let step = n.handle(9_000, offer_at(2, "n3", 1, 700));
+    assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind));
+}
+
+#[test]
+fn a_reading_in_the_recorded_stream_proves_the_position_after_an_elector_restart() {
+    // §6.10: the data node kept running (or came back with its stream's
+    // position, Redis from an RDB): its reading in the recorded stream is
+    // real, and at the floor it may stand again.
+    let durable = follower_at(800).core.persisted().clone();
+    let mut n = Node {
+        core: Core::new(config("n2"), durable.clone(), 5_000),
+        gate: Gate::default(),
+    };
+    n.start(5_000);
+    n.handle(5_001, reading(800, 1, false, stream("s1"), 0));
+    assert_eq!(n.core.proof(), Proof::Proven);
+    assert!(!n.core.below_floor());
+    let mut behind = Node {
+        core: Core::new(config("n2"), durable, 5_000),
+        gate: Gate::default(),
+    };
+    behind.start(5_000);
+    behind.handle(5_001, reading(300, 1, false, stream("s1"), 0));
+    assert_eq!(behind.core.proof(), Proof::Proven);
+    assert!(behind.core.below_floor(), "proven, but below the floor");
+}
+
+#[test]
+fn a_redis_reading_that_continues_the_recorded_stream_proves_it() {
+    // §6.10: Redis keeps offsets across a promotion; `master_replid2` names
+    // the stream the new one continues.
+    let durable = follower_at(800).core.persisted().clone();
+    let mut n = Node {
+        core: Core::new(config("n2"), durable, 5_000),
+        gate: Gate::default(),
+    };
+    n.start(5_000);
+    n.handle(
+        5_001,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(900),
+            applied_seq: 1,
+            stream: stream("s1-continued"),
+            stream_prev: stream("s1"),
+            ..Observation::default()
+        }),
+    );
+    assert_eq!(n.core.proof(), Proof::Proven);
+    assert!(!n.core.below_floor());
+}
+
+#[test]
+fn joining_a_primary_again_proves_the_position_and_raises_the_floor() {
+    let mut n = follower_at(500);
+    n.handle(200, reading(0, 0, false, None, 1));
+    assert!(n.core.below_floor());
+    let seq = n.core.target.seq;
+    n.handle(300, primary_says("n1", 1, 900, 300));
+    n.handle(310, reading(900, seq, true, stream("s1"), 1));
+    assert!(!n.core.below_floor(), "a full resync from the primary holds the floor");
+    assert_eq!(n.core.floor(), Some(Floor::new(1, 900)));
+}
+
+fn offer_at(epoch: u64, candidate: &str, data_epoch: u64, offset: u64) -> Event {
+    Event::Message {
+        from: candidate.into(),
+        msg: Message::Offer {
+            epoch,
+            candidate: candidate.into(),
+            offset,
+            data_epoch,
+            forced: false,
+        },
+    }
+}
+
+fn reject_reason(step: &Step) -> Option<RejectReason> {
+    step.sends().iter().find_map(|(_, m)| match m {
+        Message::Reject { reason, .. } => Some(*reason),
+        _ => None,
+    })
+}
+
+/// A writable kevy primary (n1, epoch 1) whose data node serves stream "g1".
+fn kevy_primary() -> Node {
+    let mut cfg = config("n1");
+    cfg.backend.promotion_restarts_stream = true;
+    let mut n = Node {
+        core: Core::new(cfg, PersistedState::default(), 0),
+        gate: Gate::default(),
+    };
+    n.start(0);
+    n.handle(1, reading(10, 1, false, None, 0));
+    n.handle(100, heartbeat("n2", 0, None, 0));
+    let stood = n.handle(400, Event::Tick);
+    n.persist_done(401, &stood);
+    let won = n.handle(
+        402,
+        Event::Message {
+            from: "n2".into(),
+            msg: Message::Accept {
+                epoch: 1,
+                voter: "n2".into(),
+            },
+        },
+    );
+    n.persist_done(403, &won);
+    n.handle(410, heartbeat("n2", 1, Some("n1"), 402));
+    assert!(!n.core.fenced());
+    n.settle_writes(411);
+    let seq = n.core.target.seq;
+    n.handle(
+        420,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(0),
+            link_up: true,
+            master: true,
+            applied_seq: seq,
+            stream: stream("g1"),
+            ..Observation::default()
+        }),
+    );
+    n
+}
+
+#[test]
+fn a_kevy_primary_demoted_in_its_epoch_resigns_instead_of_starting_a_second_stream() {
+    // §6.10, issue 34 (b): a kevy promotion restarts offsets at 0; two
+    // promotions under one epoch would make offsets of two streams look
+    // comparable.
+    let mut n = kevy_primary();
+    let seq = n.core.target.seq;
+    let step = n.handle(
+        500,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(40),
+            link_up: false,
+            master: false,
+            applied_seq: seq,
+            stream: stream("g1"),
+            ..Observation::default()
+        }),
+    );
+    let released = n.persist_done(501, &step);
+    let notes: Vec<_> = step.notices().into_iter().cloned().chain(released.iter().flat_map(|r| r.notices().into_iter().cloned())).collect();
+    assert!(
+        notes.iter().any(|x| matches!(x, Notice::RoleChanged { from: Role::Primary, reason: Reason::StreamEnded, epoch: 1, .. })),
+        "{notes:?}"
+    );
+    assert!(
+        step.targets().iter().all(|(_, t)| !t.writable()),
+        "made writable again in the same epoch: {step:?}"
+    );
+    assert!(n.core.role() != Role::Primary || n.core.epoch() > 1);
+}
+
+#[test]
+fn a_kevy_primary_whose_stream_changed_under_it_resigns() {
+    let mut n = kevy_primary();
+    let seq = n.core.target.seq;
+    let step = n.handle(
+        500,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(0),
+            link_up: true,
+            master: true,
+            applied_seq: seq,
+            stream: stream("g2"),
+            ..Observation::default()
+        }),
+    );
+    let released = n.persist_done(501, &step);
+    assert!(
+        step.role_change(Reason::StreamEnded)
+            || released.is_some_and(|r| r.role_change(Reason::StreamEnded)),
+        "{step:?}"
+    );
+    assert_eq!(
+        n.core.persisted().stream.as_ref().map(|r| r.id.0.as_str()),
+        Some("g1"),
+        "another stream under the same epoch is never recorded as its stream"
+    );
+}
+
+#[test]
+fn a_primary_on_a_backend_that_continues_its_stream_is_not_resigned_by_a_demotion() {
+    // Redis keeps offsets across a promotion: the watchdog's false alarm
+    // costs no election there (§6.4.1).
+    let mut n = writable_primary();
+    let seq = n.core.target.seq;
+    let step = n.handle(
+        500,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(10),
+            applied_seq: seq,
+            master: false,
+            ..Observation::default()
+        }),
+    );
+    assert_eq!(n.core.role(), Role::Primary);
+    assert!(!step.role_change(Reason::StreamEnded));
+}
+
+#[test]
+fn an_operator_makes_a_node_below_its_floor_stand_and_voters_waive_their_floors() {
+    // §6.10: the explicit, logged and counted way out.
+    let mut n = follower_at(500);
+    n.handle(200, reading(0, 0, false, None, 1));
+    n.handle(1_200, Event::Tick);
+    let seq = n.core.target.seq;
+    n.handle(1_200, reading(0, seq, false, None, 1));
+    n.handle(1_250, heartbeat("n3", 1, Some("n1"), 0));
+    let step = n.handle(1_300, Event::AcceptDataLoss);
+    assert_eq!(n.core.role(), Role::Candidate, "{step:?}");
+    assert!(step.notices().iter().any(|x| matches!(x, Notice::DataLossAccepted { .. })));
+    let released = n.persist_done(1_301, &step).expect("the self-vote is written");
+    let offers: Vec<_> = step
+        .left
+        .iter()
+        .chain(released.left.iter())
+        .filter_map(|a| match a {
+            Action::Send {
+                msg: Message::Offer { forced, .. },
+                ..
+            } => Some(*forced),
+            _ => None,
+        })
+        .collect();
+    assert!(!offers.is_empty() && offers.iter().all(|f| *f), "{offers:?}");
+    // A voter holding more votes for a forced offer, and says so.
+    let mut voter = follower_at(900);
+    voter.handle(1_200, Event::Tick);
+    let seq = voter.core.target.seq;
+    voter.handle(1_200, reading(900, seq, false, stream("s1"), 0));
+    let forced = Event::Message {
+        from: "n3".into(),
+        msg: Message::Offer {
+            epoch: 2,
+            candidate: "n3".into(),
+            offset: 0,
+            data_epoch: 0,
+            forced: true,
+        },
+    };
+    let step = voter.handle(1_300, forced);
+    assert!(step.persist.is_some(), "the forced offer got no vote: {step:?}");
+    assert!(step.notices().iter().any(|x| matches!(x, Notice::DataLossAccepted { .. })));
+}
+
+#[test]
+fn a_forced_offer_never_deposes_a_live_primary() {
+    let mut voter = follower_at(900);
+    let forced = Event::Message {
+        from: "n3".into(),
+        msg: Message::Offer {
+            epoch: 2,
+            candidate: "n3".into(),
+            offset: 0,
+            data_epoch: 0,
+            forced: true,
+        },
+    };
+    let step = voter.handle(200, forced);
+    assert_eq!(reject_reason(&step), Some(RejectReason::PrimaryAlive));
+}
+
+fn witness_of_two() -> Node {
+    let members = ["n1", "n2"]
+        .iter()
+        .map(|id| Member {
+            id: id.to_string(),
+            data_addr: Some(format!("{id}:6379")),
+        })
+        .chain(std::iter::once(Member {
+            id: "n3".into(),
+            data_addr: None,
+        }))
+        .collect();
+    let cfg = CoreConfig {
+        members,
+        ..config("n3")
+    };
+    let mut n = Node {
+        core: Core::new(cfg, PersistedState::default(), 0),
+        gate: Gate::default(),
+    };
+    n.start(0);
+    n
+}
+
+fn replica_says(from: &str, epoch: u64, position: (u64, u64), floor: Option<(u64, u64)>) -> Event {
+    Event::Message {
+        from: from.into(),
+        msg: Message::Hb(Heartbeat {
+            epoch,
+            node_id: from.into(),
+            role: Role::Replica,
+            offset: position.1,
+            max_epoch: epoch,
+            primary: Some("n1".into()),
+            eligible: false,
+            fenced: true,
+            lease_lost: false,
+            data_epoch: position.0,
+            stamp: 0,
+            echo: 0,
+            priority: 100,
+            floor,
+        }),
+    }
+}
+
+#[test]
+fn a_witness_never_elects_a_candidate_below_the_floor_the_data_promise_acknowledges() {
+    // §6.10, issue 34 (c), 2 + 1: B acknowledged up to 1 200; its data node
+    // came back with 40. A is down. The witness must not elect B.
+    let mut w = witness_of_two();
+    w.handle(100, primary_says("n1", 1, 1_250, 100));
+    w.settle_writes(101);
+    w.handle(150, replica_says("n2", 1, (1, 1_200), Some((1, 1_200))));
+    w.handle(2_000, replica_says("n2", 1, (1, 40), Some((1, 1_200))));
+    let step = w.handle(2_050, offer_at(2, "n2", 1, 40));
+    assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind), "{step:?} {}", w.core.diagnostics());
+    // The same replica at its floor, lagging the dead primary a little, is
+    // elected: the primary's own unacknowledged tail does not count.
+    let mut w = witness_of_two();
+    w.handle(100, primary_says("n1", 1, 1_250, 100));
+    w.settle_writes(101);
+    w.handle(2_000, replica_says("n2", 1, (1, 1_200), Some((1, 1_200))));
+    let step = w.handle(2_050, offer_at(2, "n2", 1, 1_200));
+    assert!(step.persist.is_some(), "{step:?}");
+}
