@@ -106,6 +106,18 @@ pub async fn run(
         Some(spec) => Some(bind("sentinel", spec)?),
         None => None,
     };
+    // The replication gate (§6.10) takes the address peers replicate from;
+    // if anything else holds it (kevy itself, still configured there), the
+    // node refuses to start rather than leave replicas unguarded.
+    let gate_listener = match config.gate_listen() {
+        Some(spec) => Some(bind("replication gate", &spec).map_err(|e| {
+            tracing::error!(error = %e,
+                "the replication gate cannot listen: is the data node's own replication listener still there? \
+                 kevy: set [replication] listen_port_base = client port + data_node.local_replication_port_offset");
+            e
+        })?),
+        None => None,
+    };
 
     // The core, and the start-up clamp before anything else.
     let recovered_epoch = recovered.epoch;
@@ -117,12 +129,36 @@ pub async fn run(
     let poll = Duration::from_millis(config.timings.data_poll_ms);
     // A witness has no data node (§4.5): no adapter, nothing to report.
     let nowhere_hold = datanode::NowhereHold::for_config(&config).await;
-    match AnyNode::from_config(&config) {
-        Some(node) => {
+    match (AnyNode::from_config(&config), config.data_node.as_ref()) {
+        (Some(node), Some(dn)) => {
             let node = node.with_nowhere_hold(nowhere_hold.clone());
-            tokio::spawn(datanode::run(node, target_rx, report_tx, poll));
+            let credentials = datanode::Credentials {
+                username: dn.username.clone(),
+                password: dn.password.clone(),
+            };
+            let tether = Arc::new(datanode::tether::Tether::new(&dn.address, &credentials));
+            let gate = match (gate_listener, config.gate_forward()) {
+                (Some(listener), Some(forward)) => {
+                    let (gate_tx, gate_rx) = watch::channel(None);
+                    tracing::info!(listen = ?listener.local_addr().ok(), %forward,
+                        "replication gate: replicas reach the data node only through it (protocol §6.10)");
+                    tokio::spawn(datanode::gate::serve(
+                        listener,
+                        forward,
+                        Arc::clone(&tether),
+                        gate_rx,
+                        metrics.gate_counts(),
+                    ));
+                    Some(gate_tx)
+                }
+                _ => {
+                    tracing::warn!("replication gate off: replicas may sync from a data node that restarted before this elector noticed (protocol §6.10)");
+                    None
+                }
+            };
+            tokio::spawn(datanode::run(node, target_rx, report_tx, poll, tether, gate));
         }
-        None => tracing::info!("witness: no data node to drive"),
+        _ => tracing::info!("witness: no data node to drive"),
     }
 
     let (persist_tx, persist_rx) = mpsc::unbounded_channel();

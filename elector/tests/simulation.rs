@@ -169,7 +169,7 @@ fn run_schedule_acked_at(
     if let Err(e) = sim.run_until(RUN_MS + SETTLE_MS) {
         return Err(Box::new((sim, e)));
     }
-    if converged(&sim).is_err() && play_the_operator(&mut sim) {
+    if converged(&sim).is_err() && sim.play_the_operator() {
         if let Err(e) = sim.run_until(RUN_MS + 2 * SETTLE_MS) {
             return Err(Box::new((sim, e)));
         }
@@ -178,35 +178,6 @@ fn run_schedule_acked_at(
         return Err(Box::new((sim, e)));
     }
     Ok(sim)
-}
-
-/// The state the protocol leaves to an operator (§6.10): no primary, and
-/// data nodes below their floors (they may lack what they acknowledged,
-/// and nothing proves otherwise). The operator who knows which node's
-/// files survived runs `elector accept-data-loss` there: here, on the data
-/// member that holds every acknowledged write (the schedules lose no data,
-/// so one does). Returns whether it acted.
-fn play_the_operator(sim: &mut Sim) -> bool {
-    let nobody_leads = (0..sim.nodes.len()).all(|i| sim.role_of(i) != Some(Role::Primary));
-    let stuck = sim.nodes.iter().any(|n| {
-        n.core.as_ref().is_some_and(|c| c.below_floor()) && !n.witness
-    });
-    if !nobody_leads || !stuck {
-        return false;
-    }
-    let holder = (0..sim.data_members())
-        .filter(|&i| {
-            let d = &sim.nodes[i].data;
-            sim.acked.iter().all(|w| d.holds(w.index, w.chain))
-        })
-        .max_by_key(|&i| sim.nodes[i].data.log.len());
-    match holder {
-        Some(i) => {
-            sim.accept_data_loss(i);
-            true
-        }
-        None => false,
-    }
 }
 
 /// After the final heal: exactly one unfenced primary, everyone follows it.

@@ -119,6 +119,20 @@ pub struct DataNodeConfig {
     /// (docs/architecture.md §kevy).
     #[serde(default = "default_kevy_reconnect_window_ms")]
     pub kevy_reconnect_window_ms: u64,
+    /// Replicas reach this data node only through the elector's replication
+    /// gate, listening on the data port + `replication_port_offset`
+    /// (protocol §6.10): it forwards a replica only to the data-node
+    /// process the elector validated as a serving primary, so replicas never
+    /// sync from a data node that restarted (empty, or from older files) at
+    /// any gap. Turn it off only where nothing can restart the data node by
+    /// itself; `check-config` warns.
+    #[serde(default = "default_replication_gate")]
+    pub replication_gate: bool,
+    /// kevy, with the gate on: where kevy's own replication listener is, as
+    /// an offset from the client port (kevy's `[replication]
+    /// listen_port_base` = client port + this): only the gate dials it.
+    #[serde(default = "default_local_repl_offset")]
+    pub local_replication_port_offset: u16,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -229,6 +243,14 @@ fn default_api() -> String {
 }
 fn default_repl_offset() -> u16 {
     10_000
+}
+
+pub(crate) fn default_replication_gate() -> bool {
+    true
+}
+
+pub(crate) fn default_local_repl_offset() -> u16 {
+    11_000
 }
 
 fn default_abort_stale_connects() -> bool {
@@ -427,6 +449,38 @@ impl Config {
     pub fn data_port(&self) -> Option<u16> {
         let (_, port) = self.data_node.as_ref()?.address.rsplit_once(':')?;
         port.parse().ok()
+    }
+
+    /// Where this node's replication gate listens (protocol §6.10): every
+    /// address, on the data port + `replication_port_offset` (the address
+    /// its peers' data nodes are told to replicate from). `None` without a
+    /// data node or with the gate off.
+    pub fn gate_listen(&self) -> Option<String> {
+        let dn = self.data_node.as_ref().filter(|d| d.replication_gate)?;
+        let port = self.data_port()?.checked_add(dn.replication_port_offset)?;
+        let any = if dn.address.starts_with('[') {
+            "[::]"
+        } else {
+            "0.0.0.0"
+        };
+        Some(format!("{any}:{port}"))
+    }
+
+    /// Where the gate forwards replicas to: kevy's own replication listener
+    /// (client port + `local_replication_port_offset`), or the Redis client
+    /// port itself.
+    pub fn gate_forward(&self) -> Option<String> {
+        let dn = self.data_node.as_ref().filter(|d| d.replication_gate)?;
+        match dn.kind {
+            DataNodeKind::Redis => Some(dn.address.clone()),
+            DataNodeKind::Kevy => {
+                let (host, _) = dn.address.rsplit_once(':')?;
+                let port = self
+                    .data_port()?
+                    .checked_add(dn.local_replication_port_offset)?;
+                Some(format!("{host}:{port}"))
+            }
+        }
     }
 
     /// The checked VIP, if one is configured (docs/vip.md).

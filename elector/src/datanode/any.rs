@@ -41,7 +41,13 @@ impl AnyNode {
                 &credentials,
                 write_quorum(config),
                 config.timings().lease_ms() / 1000,
-            ))),
+            )
+            // Replicas dial their upstream's replication gate (§6.10).
+            .with_upstream_port_offset(if dn.replication_gate {
+                dn.replication_port_offset
+            } else {
+                0
+            }))),
         })
     }
 

@@ -61,7 +61,7 @@ pub(crate) fn connection_info(
 /// Sorts a connect failure by its cause: a refused TCP connect means no
 /// server runs there (restart detection, §6.8); refused credentials and
 /// everything else are reported as unreachable with the cause in words.
-fn connect_error(e: redis::RedisError) -> DataNodeError {
+pub(crate) fn connect_error(e: redis::RedisError) -> DataNodeError {
     if e.is_connection_refusal() {
         DataNodeError::Gone(format!("connection refused ({e})"))
     } else if e.kind() == ErrorKind::AuthenticationFailed

@@ -11,6 +11,7 @@ mod any;
 mod client;
 pub mod driver;
 mod error_log;
+pub mod gate;
 mod info;
 mod kevy;
 mod kevy_hold;
@@ -20,9 +21,12 @@ mod kevy_stream;
 mod nowhere_hold;
 mod redis_node;
 pub(crate) mod stale_connect;
+pub mod tether;
 pub use nowhere_hold::NowhereHold;
 
 pub(crate) use any::AnyNode;
+pub use gate::{GateCounts, GateState};
+use tether::Tether;
 pub(crate) use client::Credentials;
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
@@ -137,6 +141,8 @@ pub(crate) async fn run<A: DataNodeAdapter>(
     mut targets: watch::Receiver<(u64, u64, DataNodeTarget)>,
     reports: mpsc::Sender<DataNodeReport>,
     poll: Duration,
+    tether: std::sync::Arc<Tether>,
+    gate: Option<watch::Sender<GateState>>,
 ) {
     let mut driver = Driver::new(adapter.kind());
     let mut errors = ErrorLog::default();
@@ -151,6 +157,11 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             changed = targets.changed() => if changed.is_err() { return },
         }
         let (seq, generation, target) = targets.borrow_and_update().clone();
+        let serves_replicas = matches!(
+            target,
+            DataNodeTarget::Primary | DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver
+        );
+        let mut incarnation = None;
         let mut step = driver.begin(seq, generation, target, ms());
         let round = loop {
             let outcome = match step {
@@ -159,14 +170,30 @@ pub(crate) async fn run<A: DataNodeAdapter>(
                 Step::Run(Command::FenceBlind) => Outcome::BlindFenced(adapter.fence_blind().await),
                 Step::Run(Command::Observe) => {
                     let read = adapter.observe().await;
+                    // After the read: a live tether then proves the read
+                    // came from the process it holds (§6.8).
+                    let check = tether.check().await;
+                    incarnation = check.incarnation();
                     Outcome::Observed(read.map(|info| Observed {
                         satisfies: driver.target().is_some_and(|t| adapter.satisfies(&info, t)),
                         info,
+                        tether: check,
                     }))
                 }
             };
             step = driver.next(outcome, ms());
         };
+        if let Some(gate) = &gate {
+            // Open to the incarnation just read, once it carries out a
+            // target that serves replicas, chosen for its generation
+            // (a restarted node's target is not applied: closed).
+            let open = serves_replicas
+                && round.obs.reachable
+                && round.obs.applied_seq == seq
+                && round.obs.generation == generation;
+            let state = incarnation.filter(|_| open);
+            gate.send_if_modified(|s| std::mem::replace(s, state) != state);
+        }
         link_up = log_link_change(link_up, round.info.as_ref(), adapter.kind());
         match errors.note(round.error.as_deref(), Instant::now()) {
             Some(ErrorLine::Failing { cause, repeat }) => tracing::warn!(

@@ -31,6 +31,9 @@ pub struct RedisNode {
     /// `min-replicas-max-lag` in seconds (Redis counts whole seconds; 0
     /// disables the check, so it is at least 1).
     max_lag_s: u64,
+    /// Added to an upstream's client port to reach its replication gate
+    /// (protocol §6.10); 0 with the gate off.
+    upstream_port_offset: u16,
 }
 
 impl RedisNode {
@@ -45,7 +48,15 @@ impl RedisNode {
             following: Upstream::default(),
             write_quorum,
             max_lag_s: max_lag_s.max(1),
+            upstream_port_offset: 0,
         }
+    }
+
+    /// Replicate through the upstream's replication gate: its client port +
+    /// `offset` (protocol §6.10).
+    pub(crate) fn with_upstream_port_offset(mut self, offset: u16) -> RedisNode {
+        self.upstream_port_offset = offset;
+        self
     }
 
     fn wanted(&self, fenced: bool) -> RedisSettings {
@@ -130,6 +141,7 @@ impl DataNodeAdapter for RedisNode {
             DataNodeTarget::Follow { primary_addr, .. } => {
                 self.set_fence(true).await?;
                 let (host, port) = resolve(primary_addr).await?;
+                let port = port.saturating_add(self.upstream_port_offset);
                 self.client.replicaof(&host, port).await?;
                 self.following.set(primary_addr, host, port);
             }

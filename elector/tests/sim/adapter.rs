@@ -4,7 +4,7 @@
 
 use super::{Ev, Sim};
 use elector::core::{DataNodeTarget, Event, Millis};
-use elector::datanode::driver::{Command, Observed, Outcome, Step};
+use elector::datanode::driver::{Command, Observed, Outcome, Step, TetherCheck};
 use elector::datanode::DataNodeError;
 use rand::Rng;
 
@@ -134,13 +134,39 @@ impl Sim {
                 Outcome::BlindFenced(self.server_apply(i, DataNodeTarget::Isolated, sent_at))
             }
             Command::Observe => {
+                let tether = self.check_tether(i);
                 let d = &self.nodes[i].data;
                 let target = self.nodes[i].driver.as_ref().and_then(|dr| dr.target());
                 let satisfies = target.is_some_and(|t| d.satisfies(t));
-                Outcome::Observed(d.info().map(|info| Observed { info, satisfies }))
+                Outcome::Observed(d.info().map(|info| Observed {
+                    info,
+                    satisfies,
+                    tether,
+                }))
             }
         };
         self.answer_adapter(i, incarnation, outcome);
+    }
+
+    /// The adapter's tether (§6.8): a connection to one data-node process,
+    /// dead once that process is; a new one is a new incarnation.
+    fn check_tether(&mut self, i: usize) -> TetherCheck {
+        let d = &self.nodes[i].data;
+        if !d.up {
+            return TetherCheck::Down;
+        }
+        let pid = d.process_id;
+        match self.nodes[i].tether {
+            None => {
+                self.nodes[i].tether = Some(pid);
+                TetherCheck::First(pid)
+            }
+            Some(p) if p == pid => TetherCheck::Same(pid),
+            Some(_) => {
+                self.nodes[i].tether = Some(pid);
+                TetherCheck::Replaced(pid)
+            }
+        }
     }
 
     /// The adapter gets a command's answer (when its process runs).

@@ -135,6 +135,36 @@ impl Sim {
         }
     }
 
+    /// The state the protocol leaves to an operator (§6.10): no primary, and
+    /// data nodes below their floors (they may lack what they acknowledged,
+    /// and nothing proves otherwise). The operator who knows which node's
+    /// files survived runs `elector accept-data-loss` there: here, on the
+    /// data member that holds every acknowledged write (the schedules lose
+    /// no data, so one does). Returns whether it acted.
+    pub fn play_the_operator(&mut self) -> bool {
+        let nobody_leads = (0..self.nodes.len()).all(|i| self.role_of(i) != Some(Role::Primary));
+        let stuck = self
+            .nodes
+            .iter()
+            .any(|n| !n.witness && n.core.as_ref().is_some_and(|c| c.below_floor()));
+        if !nobody_leads || !stuck {
+            return false;
+        }
+        let holder = (0..self.data_members())
+            .filter(|&i| {
+                let d = &self.nodes[i].data;
+                self.acked.iter().all(|w| d.holds(w.index, w.chain))
+            })
+            .max_by_key(|&i| self.nodes[i].data.log.len());
+        match holder {
+            Some(i) => {
+                self.accept_data_loss(i);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// The operator who accepts a data loss (§6.10): asks node `i` to stand
     /// whatever its floor. The schedules call it only in the state the
     /// protocol leaves to an operator (no primary, nodes below their

@@ -133,6 +133,9 @@ pub struct SimNode {
     pub last_target: Option<(u64, u64, DataNodeTarget)>,
     /// The real adapter's rules, alive as long as the elector process.
     pub driver: Option<Driver>,
+    /// The data-node process this elector's tether is connected to (§6.8);
+    /// `None` before its first read.
+    pub tether: Option<u64>,
     /// A newer target arrived while a round was running: the adapter
     /// starts the next round as soon as this one ends.
     pub target_changed: bool,
@@ -262,6 +265,7 @@ impl Sim {
                 clock_rate,
                 last_target: None,
                 driver: None,
+                tether: None,
                 target_changed: false,
                 tampered_at: None,
                 slow_fence_ms: None,
@@ -386,6 +390,7 @@ impl Sim {
         // The adapter lives in the elector process: a new one starts
         // afresh (generations, applied targets, demotions).
         self.nodes[i].driver = (!self.nodes[i].witness).then(|| Driver::new("sim"));
+        self.nodes[i].tether = None;
         self.nodes[i].target_changed = false;
         self.nodes[i].last_target = None;
         self.execute(i, output);

@@ -58,6 +58,11 @@ pub const SHORT_TIMINGS: (&str, u64) = (
 /// The seed's defaults: down_after 5000 ms.
 pub const DEFAULT_TIMINGS: (&str, u64) = ("{}", 5000);
 
+/// Where each test kevy's own replication listener is, from its client
+/// port: behind the elector's replication gate, which takes +10000
+/// (protocol §6.10; `data_node.local_replication_port_offset`).
+pub const KEVY_LOCAL_REPLICATION_OFFSET: u16 = 10_005;
+
 pub struct NodeProcs {
     pub id: String,
     /// A witness: an elector with no data node (protocol §4.5).
@@ -254,7 +259,7 @@ impl Cluster {
             let data_node = match node.witness {
                 true => String::new(),
                 false => format!(
-                    "data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\"{extra} }}\n",
+                    "data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\", local_replication_port_offset: {KEVY_LOCAL_REPLICATION_OFFSET}{extra} }}\n",
                     kind = if backend == Backend::Kevy {
                         "kevy"
                     } else {
@@ -304,10 +309,11 @@ impl Cluster {
                 let toml = format!(
                     "[server]\nbind = \"127.0.0.1\"\nport = {}\nthreads = 1\ndata_dir = \"{}\"\n\
                      [persistence]\naof = true\n[replication]\nrole = \"replica\"\nupstream = \"127.0.0.1:1\"\n\
-                     reconnect_window_ms = 1000\n\
+                     reconnect_window_ms = 1000\nlisten_port_base = {}\n\
                      [expiry]\nhz = 100\n[advanced]\npark_timeout_ms = 10\n",
                     node.data_port,
-                    data_dir.display()
+                    data_dir.display(),
+                    node.data_port + KEVY_LOCAL_REPLICATION_OFFSET
                 );
                 let path = node.dir.join("kevy.toml");
                 std::fs::write(&path, toml).unwrap();

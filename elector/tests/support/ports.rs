@@ -47,7 +47,11 @@ pub(super) fn data_port() -> u16 {
     let mut candidate = 12_000 + ((seed + u64::from(taken)) % 1000) as u16 * 10;
     loop {
         let block_free = (0..=COMPANION_PORTS).all(|k| port_free(candidate + k));
-        if block_free && port_free(candidate + 10_000) {
+        // +10000: the replication gate (kevy's listener with the gate off);
+        // +10005: kevy's own listener behind the gate (a port ending in 5
+        // is nobody's data, companion or gate port).
+        let behind = candidate + super::KEVY_LOCAL_REPLICATION_OFFSET;
+        if block_free && port_free(candidate + 10_000) && port_free(behind) {
             // Reserve it briefly against our own other tests by a lock file.
             let lock = port_lock(candidate);
             if std::fs::OpenOptions::new()

@@ -50,6 +50,8 @@ pub(super) struct Counters {
     pub(super) elections_lost: Counter,
     /// Forced candidacies (protocol §6.10) this node stood in or voted for.
     pub(super) data_loss_accepted: Counter,
+    /// Replicas the replication gate let through and turned away (§6.10).
+    pub(super) gate: std::sync::Arc<crate::datanode::GateCounts>,
     pub(super) data_node_errors: Counter,
     /// kevy: hanging replication connects aborted on a retarget, and the
     /// aborts that could not be made (no `ss`, no CAP_NET_ADMIN).
@@ -99,6 +101,16 @@ impl Counters {
             "elector_elections_lost",
             "Elections this node lost or abandoned",
             self.elections_lost.clone(),
+        );
+        r.register(
+            "elector_replication_gate_forwarded",
+            "Replica connections the replication gate forwarded to the validated data node (protocol 6.10)",
+            self.gate.forwarded.clone(),
+        );
+        r.register(
+            "elector_replication_gate_refused",
+            "Replica connections the replication gate closed: the data node was not a validated serving primary (protocol 6.10)",
+            self.gate.refused.clone(),
         );
         r.register(
             "elector_data_loss_accepted",

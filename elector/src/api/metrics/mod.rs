@@ -133,6 +133,11 @@ impl Metrics {
         self.counters.elections_lost.inc();
     }
 
+    /// The replication gate's counters (§6.10), shared with the gate task.
+    pub(crate) fn gate_counts(&self) -> std::sync::Arc<crate::datanode::GateCounts> {
+        std::sync::Arc::clone(&self.counters.gate)
+    }
+
     pub(crate) fn data_loss_accepted(&self) {
         self.counters.data_loss_accepted.inc();
     }

@@ -178,6 +178,8 @@ const EXPOSED_FAMILIES: &[(&str, &str, &[&str], &str)] = &[
     ("elector_elections_started_total", "counter", &["node"], "Elections this node started as candidate."),
     ("elector_elections_won_total", "counter", &["node"], "Elections this node won."),
     ("elector_elections_lost_total", "counter", &["node"], "Elections this node lost or abandoned."),
+    ("elector_replication_gate_forwarded_total", "counter", &["node"], "Replica connections the replication gate forwarded to the validated data node (protocol 6.10)."),
+    ("elector_replication_gate_refused_total", "counter", &["node"], "Replica connections the replication gate closed: the data node was not a validated serving primary (protocol 6.10)."),
     ("elector_data_loss_accepted_total", "counter", &["node"], "Operator-accepted data losses (protocol 6.10): forced candidacies this node stood in or voted for."),
     ("elector_data_node_errors_total", "counter", &["node"], "Failed commands or polls against the local data node."),
     ("elector_stale_connects_aborted_total", "counter", &["node"], "kevy: the data node's hanging connects to a primary it left, aborted so REPLICAOF need not wait for them."),

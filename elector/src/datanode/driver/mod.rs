@@ -18,6 +18,7 @@
 //! 5. after a change the node is read again, so the reported offset is the
 //!    one after the apply.
 
+pub use super::tether::TetherCheck;
 use super::{DataNodeError, ReplicationInfo};
 use crate::core::{DataNodeTarget, Millis, Observation, StreamId};
 
@@ -33,11 +34,13 @@ pub enum Command {
 }
 
 /// A read of the node, with whether it already is the round's target
-/// (backend-specific: the executor asks its adapter, `satisfies`).
+/// (backend-specific: the executor asks its adapter, `satisfies`), and what
+/// the tether said of the process (§6.8, `tether.rs`).
 #[derive(Debug, Clone)]
 pub struct Observed {
     pub info: ReplicationInfo,
     pub satisfies: bool,
+    pub tether: TetherCheck,
 }
 
 /// The result of the last command.
@@ -113,13 +116,19 @@ enum Change {
 }
 
 impl Tracker {
-    /// Decides from `info` whether the data node restarted or was demoted
-    /// under us.
-    fn classify(&mut self, info: &ReplicationInfo, seq: u64) -> Change {
+    /// Decides from `info` and the tether whether the data node restarted
+    /// or was demoted under us.
+    fn classify(&mut self, info: &ReplicationInfo, tether: TetherCheck, seq: u64) -> Change {
         // `None`: one side's identity is unknown, so a demotion cannot be
-        // told apart from a restart.
-        let same_process = match (&self.identity, &info.identity) {
-            (Some(old), Some(new)) => Some(old == new),
+        // told apart from a restart. The tether is the identity that never
+        // lies (a process id is reused, a kevy in its own PID namespace is
+        // process 1 again): a replaced tether is a restart, whatever the
+        // id says; a live one is the same process.
+        let same_process = match (tether, &self.identity, &info.identity) {
+            (TetherCheck::Replaced(_), _, _) => Some(false),
+            (_, Some(old), Some(new)) if old != new => Some(false),
+            (TetherCheck::Same(_), _, _) => Some(true),
+            (_, Some(old), Some(new)) => Some(old == new),
             _ => None,
         };
         if info.identity.is_some() {
@@ -262,9 +271,10 @@ impl Round {
         result: Result<Observed, DataNodeError>,
     ) -> Progress {
         let satisfied = result.as_ref().is_ok_and(|o| o.satisfies);
+        let tether = result.as_ref().map_or(TetherCheck::Down, |o| o.tether);
         let before = result.map(|o| o.info);
         if let Ok(info) = &before {
-            match t.classify(info, self.seq) {
+            match t.classify(info, tether, self.seq) {
                 Change::None => {}
                 Change::Restarted => {
                     self.restarted = true;

@@ -11,6 +11,12 @@ fn info(role: &str, identity: Option<&str>) -> ReplicationInfo {
     }
 }
 
+thread_local! {
+    /// What the scripted reads say of the tether (neutral unless a test
+    /// sets it).
+    static TETHER: std::cell::Cell<TetherCheck> = const { std::cell::Cell::new(TetherCheck::Unanswered) };
+}
+
 /// Plays one round: `reads` answers each Observe in turn (with whether
 /// it satisfies the target), applies succeed unless `apply_fails`.
 fn round(
@@ -39,6 +45,7 @@ fn round(
                 Ok((info, satisfies)) => Ok(Observed {
                     info: info.clone(),
                     satisfies: *satisfies,
+                    tether: TETHER.with(|t| t.get()),
                 }),
                 Err(()) => Err(DataNodeError::Unreachable("timeout".into())),
             }),
@@ -303,4 +310,46 @@ fn a_failed_apply_is_reported_and_not_counted_as_applied() {
     );
     assert_eq!(report.obs.applied_seq, 1);
     assert!(report.error.is_some());
+}
+
+#[test]
+fn a_replaced_tether_is_a_restart_even_when_the_process_id_is_the_same() {
+    // §6.8, issue 34 (a): kevy in its own PID namespace is process 1 before
+    // and after a restart; only the dead tether tells.
+    let mut d = writable_at(3, Some("process_id:1"));
+    TETHER.with(|t| t.set(TetherCheck::Replaced(2)));
+    let (commands, report) = round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[
+            Ok((info("master", Some("process_id:1")), true)),
+            Ok((info("slave", Some("process_id:1")), false)),
+        ],
+        false,
+    );
+    TETHER.with(|t| t.set(TetherCheck::Unanswered));
+    assert_eq!(report.obs.generation, 1, "{commands:?}");
+    assert!(
+        commands.contains(&Command::Apply(DataNodeTarget::Isolated)),
+        "clamped at once: {commands:?}"
+    );
+    assert!(!commands.contains(&Command::Apply(DataNodeTarget::Primary)));
+}
+
+#[test]
+fn a_live_tether_is_the_same_process_when_the_identity_cannot_tell() {
+    // A demotion seen on a node whose identity is unknown used to count as
+    // a restart; the tether proves the same process holds the same data.
+    let mut d = writable_at(3, None);
+    TETHER.with(|t| t.set(TetherCheck::Same(1)));
+    let (_, report) = round(
+        &mut d,
+        3,
+        DataNodeTarget::Primary,
+        &[Ok((info("slave", None), false)), Ok((info("slave", None), false))],
+        false,
+    );
+    TETHER.with(|t| t.set(TetherCheck::Unanswered));
+    assert_eq!((report.obs.generation, report.obs.overridden), (0, 1));
 }
