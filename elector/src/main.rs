@@ -82,6 +82,23 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Make the node at NODE stand for election although its data node may lack
+    /// writes it acknowledged (protocol §6.10). Use it only when no primary can
+    /// be elected because every candidate is below its floor (`elector status`
+    /// shows `below_floor`), and only on the node whose data you trust most:
+    /// whatever it lacks is lost. Logged and counted on every node that votes.
+    AcceptDataLoss {
+        /// HOST:PORT of the API of the node that is to stand.
+        #[arg(long)]
+        node: String,
+        /// That node's id, typed out as the confirmation.
+        #[arg(long = "node-id")]
+        node_id: String,
+        /// The node's config file: with `auth.mode: shared_key` its key signs
+        /// the request.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Write the man pages (elector.1, elector-run.1, ...) into DIR. Generated
     /// from this very parser (clap_mangen), so they cannot drift from `--help`;
     /// `just package` ships them in the Debian package.
@@ -178,6 +195,20 @@ fn main() -> ExitCode {
                 Duration::from_millis(timeout_ms),
                 key.as_ref(),
             ))
+        }
+        Command::AcceptDataLoss {
+            node,
+            node_id,
+            config,
+        } => {
+            let key = match config.map(|path| switchover_key(&path)).transpose() {
+                Ok(key) => key.flatten(),
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            report(cli::accept_data_loss_command(&node, &node_id, key.as_ref()))
         }
     }
 }

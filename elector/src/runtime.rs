@@ -195,6 +195,7 @@ pub async fn run(
         watch::channel(book.snapshot(&core, &config, &metrics, clock.now()));
     let (view_tx, view_rx) = watch::channel(status_view::cluster_view(&core, &config));
     let (switch_tx, mut switch_rx) = mpsc::channel::<SwitchoverRequest>(4);
+    let (accept_tx, mut accept_rx) = mpsc::channel::<api::AcceptDataLossRequest>(1);
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -208,6 +209,7 @@ pub async fn run(
         status: status_rx,
         metrics: Arc::clone(&metrics),
         switchover: switch_tx,
+        accept_data_loss: accept_tx,
         request_auth: config
             .auth
             .load_key()?
@@ -246,6 +248,7 @@ pub async fn run(
     shell.execute(&core, start_actions, clock.now());
 
     tokio::pin!(shutdown);
+    let mut accept_reply = None;
     loop {
         let wake = core.next_wakeup();
         let sleep_for = Duration::from_millis(wake.saturating_sub(clock.now()));
@@ -292,11 +295,20 @@ pub async fn run(
                 Event::DataNode(obs)
             }
             Some(request) = switch_rx.recv() => shell.start_switchover(&core, request, clock.now()),
+            Some(request) = accept_rx.recv() => {
+                // §6.10: the operator's explicit choice, answered once the
+                // core has handled it (below).
+                accept_reply = Some(request.reply);
+                Event::AcceptDataLoss
+            }
             _ = tokio::time::sleep(sleep_for) => Event::Tick,
         };
         let now = clock.now();
         let output = core.handle(now, event);
         shell.execute(&core, output, now);
+        if let Some(reply) = accept_reply.take() {
+            let _ = reply.send(accept_data_loss_answer(&core));
+        }
         shell.sync_vip(&core);
         // The pulse carries the lease's end: the watchdog fences by it if
         // this process goes quiet before then (§6.4.1).
@@ -345,6 +357,26 @@ async fn fence_on_stop(
         Some(node) => node.with_nowhere_hold(nowhere_hold).fence_blind().await,
         None => Ok(()),
     }
+}
+
+/// What `POST /accept-data-loss` answers (§6.10): refused where the node
+/// can never be primary, else whether it stands now or will at the next
+/// chance (a live primary, no majority heard).
+fn accept_data_loss_answer(core: &Core) -> Result<serde_json::Value, String> {
+    if core.config().i_am_witness() || core.config().priority == 0 {
+        return Err("this node cannot be primary (a witness, or priority 0)".into());
+    }
+    let standing = core.role() != crate::protocol::Role::Replica;
+    Ok(serde_json::json!({
+        "ok": true,
+        "node": core.config().node_id,
+        "standing": standing,
+        "pending": !standing && core.forced_candidacy_pending(),
+        "floor": core.floor().map(|f| f.pair()),
+        "position": core.proven_position().map(|f| f.pair()),
+        "proof": core.proof().as_str(),
+        "note": "this node stands regardless of its floor; writes it lacks are lost; counted in elector_data_loss_accepted_total",
+    }))
 }
 
 /// Writes persists one at a time, in order (the core relies on it), and

@@ -11,9 +11,11 @@
 //! and a one-word body, so HAProxy's `option httpchk` works with its default
 //! `OPTIONS` method as well as with `GET`, over HTTP/1.0 or 1.1.
 //!
-//! `POST /switchover` is the one write. It is forwarded to the runtime over an
-//! `mpsc` channel with a `oneshot` for the answer; the runtime owns the whole
-//! fence / catch-up / hand-over sequence and its rollback.
+//! `POST /switchover` is the one routine write. It is forwarded to the runtime
+//! over an `mpsc` channel with a `oneshot` for the answer; the runtime owns
+//! the whole fence / catch-up / hand-over sequence and its rollback. `POST
+//! /accept-data-loss` (protocol §6.10) is the operator's way out when no node
+//! that holds the floor can be elected ([`super::accept_data_loss`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -49,6 +51,8 @@ pub struct ApiState {
     pub status: watch::Receiver<StatusSnapshot>,
     pub metrics: Arc<Metrics>,
     pub switchover: mpsc::Sender<SwitchoverRequest>,
+    /// `POST /accept-data-loss` (protocol §6.10).
+    pub accept_data_loss: mpsc::Sender<super::AcceptDataLossRequest>,
     /// With `auth.mode: shared_key`, the check that `POST /switchover` was
     /// signed with the cluster key; `None` when auth is off.
     pub request_auth: Option<Arc<RequestVerifier>>,
@@ -173,6 +177,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .route("/switchover", post(switchover))
+        .route(
+            "/accept-data-loss",
+            post(super::accept_data_loss::accept_data_loss),
+        )
         .merge(super::health::routes())
         .with_state(state)
 }

@@ -9,6 +9,7 @@
 //! channels means a slow scraper or a misbehaving client can never stall an
 //! election.
 
+pub mod accept_data_loss;
 pub mod health;
 pub mod http;
 pub(crate) mod listen;
@@ -17,6 +18,7 @@ pub mod request_auth;
 pub(crate) mod sentinel;
 pub mod status;
 
+pub use accept_data_loss::AcceptDataLossRequest;
 pub use http::{
     router, serve, ApiState, LoopBeat, SwitchoverBody, SwitchoverError, SwitchoverRequest,
     DEFAULT_SWITCHOVER_TIMEOUT_MS, MAX_SWITCHOVER_TIMEOUT_MS, WRITABLE_MS_HEADER,

@@ -13,6 +13,7 @@
 //! process and needs no async runtime.
 
 mod report;
+mod accept_data_loss;
 mod switchover;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use thiserror::Error;
 use crate::api::status::StatusSnapshot;
 
 pub(crate) use self::report::{format_age, render_report};
+pub use self::accept_data_loss::accept_data_loss_command;
 pub use self::switchover::{switchover, switchover_command};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

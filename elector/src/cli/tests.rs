@@ -178,7 +178,8 @@ async fn the_cli_reads_real_apis_and_switchover_is_redirected_to_the_primary() {
         ApiState {
             status: r1,
             metrics: Arc::clone(&metrics),
-            switchover: tx1,
+            accept_data_loss: tokio::sync::mpsc::channel(1).0,
+        switchover: tx1,
             request_auth: None,
             loop_beat: Arc::new(crate::api::LoopBeat::new(Duration::from_secs(60))),
         },
@@ -191,7 +192,8 @@ async fn the_cli_reads_real_apis_and_switchover_is_redirected_to_the_primary() {
         ApiState {
             status: r2,
             metrics,
-            switchover: tx2,
+            accept_data_loss: tokio::sync::mpsc::channel(1).0,
+        switchover: tx2,
             request_auth: None,
             loop_beat: Arc::new(crate::api::LoopBeat::new(Duration::from_secs(60))),
         },

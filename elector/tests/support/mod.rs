@@ -7,6 +7,8 @@ mod clients;
 pub mod netns;
 mod observe;
 mod ports;
+mod restarts;
+pub use restarts::DataRestart;
 pub mod sentinel_peer;
 
 pub use clients::*;
@@ -77,6 +79,10 @@ pub struct NodeProcs {
     /// The data node's dead-man switch, when a test starts one.
     pub watchdog: Option<Child>,
     pub dir: PathBuf,
+    /// Start the data node in a PID namespace of its own (`unshare --pid`):
+    /// it is process 1 at every start, as in a container its runtime
+    /// restarts (protocol §6.8).
+    pub own_pid_namespace: bool,
 }
 
 pub struct Cluster {
@@ -115,6 +121,35 @@ fn print_log_tail(label: &str, path: &std::path::Path) {
 
 /// `redis-server` on loopback as the lab runs it (no diskless-sync delay, no
 /// RDB snapshots); callers add persistence and replication flags.
+/// `cmd` as it is, or run as process 1 of a new PID namespace (root only;
+/// `--kill-child`: the data node dies with the `unshare` the test holds).
+fn in_pid_namespace(cmd: Command, own: bool) -> Command {
+    if !own {
+        return cmd;
+    }
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args(["--pid", "--fork", "--kill-child"])
+        .arg(cmd.get_program())
+        .args(cmd.get_args());
+    wrapped
+}
+
+/// The elector binary the tests run: this build's, or the one named by
+/// `ELECTOR_TEST_BIN` (an older build, to show a test fails there).
+pub fn elector_bin() -> PathBuf {
+    std::env::var_os("ELECTOR_TEST_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_elector")))
+}
+
+/// With `ELECTOR_TEST_BIN` set to a build from before the replication gate
+/// (protocol §6.10), the configs leave it out and kevy listens where
+/// replicas dial it.
+pub fn legacy_elector() -> bool {
+    std::env::var_os("ELECTOR_TEST_LEGACY").is_some()
+}
+
 fn redis_server_command(port: u16, dir: &std::path::Path) -> Command {
     let mut cmd = Command::new("redis-server");
     cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
@@ -239,6 +274,7 @@ impl Cluster {
                 elector: None,
                 watchdog: None,
                 dir: tmp.path().join(format!("n{i}")),
+                own_pid_namespace: false,
             })
             .collect();
         let peers: String = nodes
@@ -259,7 +295,12 @@ impl Cluster {
             let data_node = match node.witness {
                 true => String::new(),
                 false => format!(
-                    "data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\", local_replication_port_offset: {KEVY_LOCAL_REPLICATION_OFFSET}{extra} }}\n",
+                    "data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\"{gate}{extra} }}\n",
+                    gate = if legacy_elector() {
+                        String::new()
+                    } else {
+                        format!(", local_replication_port_offset: {KEVY_LOCAL_REPLICATION_OFFSET}")
+                    },
                     kind = if backend == Backend::Kevy {
                         "kevy"
                     } else {
@@ -313,22 +354,30 @@ impl Cluster {
                      [expiry]\nhz = 100\n[advanced]\npark_timeout_ms = 10\n",
                     node.data_port,
                     data_dir.display(),
-                    node.data_port + KEVY_LOCAL_REPLICATION_OFFSET
+                    node.data_port
+                        + if legacy_elector() {
+                            10_000
+                        } else {
+                            KEVY_LOCAL_REPLICATION_OFFSET
+                        }
                 );
                 let path = node.dir.join("kevy.toml");
                 std::fs::write(&path, toml).unwrap();
-                Command::new("kevy")
-                    .arg("--config")
-                    .arg(&path)
+                let mut cmd = Command::new("kevy");
+                cmd.arg("--config").arg(&path);
+                in_pid_namespace(cmd, node.own_pid_namespace)
                     .stdout(log.try_clone().unwrap())
                     .stderr(log)
                     .spawn()
             }
-            Backend::Redis => redis_server_command(node.data_port, &data_dir)
-                .args(["--appendonly", "yes", "--replicaof", "127.0.0.1", "1"])
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn(),
+            Backend::Redis => {
+                let mut cmd = redis_server_command(node.data_port, &data_dir);
+                cmd.args(["--appendonly", "yes", "--replicaof", "127.0.0.1", "1"]);
+                in_pid_namespace(cmd, node.own_pid_namespace)
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .spawn()
+            }
         };
         // Held by the node from here on, so a failed wait still kills it.
         let child = node.data.insert(child.expect("start data node"));
@@ -382,10 +431,10 @@ impl Cluster {
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
-                    .arg(env!("CARGO_BIN_EXE_elector"));
+                    .arg(elector_bin());
                 c
             }
-            None => Command::new(env!("CARGO_BIN_EXE_elector")),
+            None => Command::new(elector_bin()),
         };
         let child = cmd
             .arg("run")
@@ -451,7 +500,7 @@ impl Cluster {
         let node = &mut self.nodes[i];
         let log =
             std::fs::File::create(node.dir.join(format!("watchdog-{}.log", node.id))).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_elector"))
+        let child = Command::new(elector_bin())
             .arg("watchdog")
             .arg("--config")
             .arg(node.dir.join("elector.yaml"))

@@ -62,6 +62,7 @@ pub(in crate::api) async fn start_full(
     let state = ApiState {
         status: status_rx,
         metrics: Arc::clone(&metrics),
+        accept_data_loss: tokio::sync::mpsc::channel(1).0,
         switchover: sw_tx,
         request_auth,
         loop_beat: Arc::clone(&loop_beat),
