@@ -54,8 +54,9 @@
 #                        the entry for NODE_ID becomes the config's `priority`, so one
 #                        environment serves every node (labs, conformance)
 #
-# In-container ports: data DATA_PORT (kevy replication DATA_PORT+10000), election
-# 7400, API 9300, Sentinel-compatible 26379. Elector state: /var/lib/elector; data
+# In-container ports: data DATA_PORT, replication gate DATA_PORT+10000 (the elector:
+# replicas dial it, protocol §6.10; kevy's own replication listener behind it at
+# DATA_PORT+11000), election 7400, API 9300, Sentinel-compatible 26379. Elector state: /var/lib/elector; data
 # node files: /data/<backend>. A mounted /etc/elector/elector.yaml wins over generation.
 #
 # The data node starts NON-WRITABLE (a replica of the unreachable 127.0.0.1:1), so no
@@ -243,6 +244,10 @@ upstream = "$FENCE_UPSTREAM_HOST:$FENCE_UPSTREAM_PORT"
 # The elector's data_node.kevy_reconnect_window_ms (default 1000) must match:
 # docs/architecture.md §kevy, "WAIT across a promotion".
 reconnect_window_ms = 1000
+# Behind the elector's replication gate (DATA_PORT+10000, protocol §6.10): only
+# the gate dials kevy's own listener, and only while this kevy is the process
+# the elector validated as a serving primary.
+listen_port_base = $((DATA_PORT + 11000))
 
 # A promotion's feed generation bump and a replica's handshake wait for kevy's
 # tick: a fast one keeps a new primary's first WAIT in the new generation

@@ -30,6 +30,8 @@ aof = true
 role = "replica"
 upstream = "127.0.0.1:1"
 reconnect_window_ms = 1000
+# behind the elector's replication gate (client port + 10000, protocol §6.10)
+listen_port_base = $((6000 + 10 * i + 11000))
 [expiry]
 hz = 100
 [advanced]

@@ -156,7 +156,9 @@ pub async fn run(
                     None
                 }
             };
-            tokio::spawn(datanode::run(node, target_rx, report_tx, poll, tether, gate));
+            tokio::spawn(datanode::run(
+                node, target_rx, report_tx, poll, tether, gate,
+            ));
         }
         _ => tracing::info!("witness: no data node to drive"),
     }

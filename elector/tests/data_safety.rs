@@ -63,7 +63,11 @@ fn acknowledged_keys(
             keys.push(key);
         }
     }
-    assert!(keys.len() >= n / 2, "only {} writes acknowledged", keys.len());
+    assert!(
+        keys.len() >= n / 2,
+        "only {} writes acknowledged",
+        keys.len()
+    );
     keys
 }
 
@@ -300,7 +304,11 @@ fn two_and_a_witness(backend: Backend, primary_fault: &str, what: &str) {
         _ => cluster.signal_elector(a, "CONT"),
     }
     // A frozen holder comes back in its own epoch (its lease regained).
-    let after = if primary_fault == "crash" { epoch } else { epoch - 1 };
+    let after = if primary_fault == "crash" {
+        epoch
+    } else {
+        epoch - 1
+    };
     let p = assert_nothing_lost(&cluster, &keys, after, Duration::from_secs(20));
     assert_eq!(p, a, "the holder of the acknowledged writes leads");
 }
@@ -359,7 +367,11 @@ fn three_with_the_acknowledging_replica_gone_back(backend: Backend, reboot: bool
         .map(|k| format!("c2:{k}"))
         .filter(|k| acked_value_by(&mut conn, k, &big, 1))
         .collect();
-    assert!(keys.len() >= 20, "only {} big writes acknowledged", keys.len());
+    assert!(
+        keys.len() >= 20,
+        "only {} big writes acknowledged",
+        keys.len()
+    );
     // Faults a poll apart: C's elector has read (and written) its floor.
     std::thread::sleep(Duration::from_millis(300));
     let epoch = epoch_of(&cluster, a);
@@ -378,7 +390,12 @@ fn three_with_the_acknowledging_replica_gone_back(backend: Backend, reboot: bool
             .success());
         cluster.start_node(c);
     } else {
-        cluster.restart_data_after(c, DataRestart::From(older), Duration::from_millis(30), false);
+        cluster.restart_data_after(
+            c,
+            DataRestart::From(older),
+            Duration::from_millis(30),
+            false,
+        );
     }
     assert_no_primary_for(
         &cluster,

@@ -301,14 +301,18 @@ fn a_kevy_primary_demoted_by_someone_else_resigns_and_wait_counts_no_acknowledge
         elector_log(&cluster, p).contains("stream_ended")
     });
     let mut q = p;
-    wait_for(Duration::from_secs(15), "a primary of a later epoch", || {
-        cluster.writable_primary().is_some_and(|w| {
-            q = w;
-            cluster
-                .status(w)
-                .is_some_and(|s| s["epoch"].as_u64().unwrap_or(0) > epoch)
-        })
-    });
+    wait_for(
+        Duration::from_secs(15),
+        "a primary of a later epoch",
+        || {
+            cluster.writable_primary().is_some_and(|w| {
+                q = w;
+                cluster
+                    .status(w)
+                    .is_some_and(|s| s["epoch"].as_u64().unwrap_or(0) > epoch)
+            })
+        },
+    );
     cluster.wait_replica_links(q);
     let others: Vec<usize> = (0..cluster.nodes.len()).filter(|&i| i != q).collect();
     let acks = acks_with_replicas_frozen(&cluster, q, &others);

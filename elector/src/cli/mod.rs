@@ -12,8 +12,8 @@
 //! The HTTP client is `ureq` (blocking, no TLS): the CLI is a short-lived
 //! process and needs no async runtime.
 
-mod report;
 mod accept_data_loss;
+mod report;
 mod switchover;
 
 use std::collections::BTreeMap;
@@ -24,8 +24,8 @@ use thiserror::Error;
 
 use crate::api::status::StatusSnapshot;
 
-pub(crate) use self::report::{format_age, render_report};
 pub use self::accept_data_loss::accept_data_loss_command;
+pub(crate) use self::report::{format_age, render_report};
 pub use self::switchover::{switchover, switchover_command};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

@@ -5,6 +5,46 @@
 use super::*;
 
 impl Config {
+    /// The replication gate (protocol §6.10): its port and kevy's own must
+    /// exist and differ; off, it is a warning.
+    fn check_replication_gate(
+        &self,
+        dn: &DataNodeConfig,
+        errors: &mut Vec<String>,
+        warnings: &mut Vec<String>,
+    ) {
+        let Some(port) = self.data_port() else {
+            return;
+        };
+        if port.checked_add(dn.replication_port_offset).is_none() {
+            errors.push(format!(
+                "data_node.replication_port_offset {} puts the replication port of data port {port} above 65535",
+                dn.replication_port_offset
+            ));
+        }
+        if !dn.replication_gate {
+            warnings.push(
+                "data_node.replication_gate is off: replicas dial the data node directly, and one that restarts (empty, or from older files) before this elector notices can be full-synced by every replica (protocol §6.10)"
+                    .into(),
+            );
+            return;
+        }
+        if dn.kind == DataNodeKind::Kevy {
+            if port.checked_add(dn.local_replication_port_offset).is_none() {
+                errors.push(format!(
+                    "data_node.local_replication_port_offset {} puts kevy's replication port above 65535",
+                    dn.local_replication_port_offset
+                ));
+            }
+            if dn.local_replication_port_offset == dn.replication_port_offset {
+                errors.push(
+                    "data_node.local_replication_port_offset must differ from replication_port_offset: the gate listens on the one, kevy on the other (kevy's [replication] listen_port_base)"
+                        .into(),
+                );
+            }
+        }
+    }
+
     /// Every problem (fatal) and warning, each a complete sentence.
     pub fn check(&self) -> (Vec<String>, Vec<String>) {
         let mut errors = Vec::new();
@@ -94,6 +134,7 @@ impl Config {
                     dn.kevy_reconnect_window_ms
                 ));
             }
+            self.check_replication_gate(dn, &mut errors, &mut warnings);
         }
         if !valid_listen(&self.listen.election) {
             errors.push(format!(
@@ -191,6 +232,8 @@ impl Config {
                 "accept_twice_per_epoch",
                 "promote_without_quorum",
                 "no_lease_fencing",
+                "ignore_floor",
+                "repromote_in_epoch",
             ]
             .contains(&f.as_str())
             {

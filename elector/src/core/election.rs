@@ -142,7 +142,9 @@ impl Core {
     /// its floor, its lag or its peers' positions, and its offer says so.
     pub(super) fn on_accept_data_loss(&mut self) {
         if self.cfg.i_am_witness() || self.cfg.priority == 0 {
-            tracing::warn!("accept-data-loss refused: this node cannot be primary (witness or priority 0)");
+            tracing::warn!(
+                "accept-data-loss refused: this node cannot be primary (witness or priority 0)"
+            );
             return;
         }
         tracing::warn!(

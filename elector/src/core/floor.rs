@@ -165,11 +165,7 @@ impl Core {
             return;
         }
         let epoch = self.state.epoch;
-        let serving = self
-            .data
-            .serving
-            .as_ref()
-            .is_some_and(|(e, _)| *e == epoch);
+        let serving = self.data.serving.as_ref().is_some_and(|(e, _)| *e == epoch);
         if serving && obs.master && self.role.leadership().is_some() {
             let Some(offset) = obs.offset else { return };
             let at = Floor::new(self.state.data_epoch, offset);
@@ -179,10 +175,8 @@ impl Core {
             }
             return;
         }
-        let following = matches!(
-            self.target.current,
-            super::DataNodeTarget::Follow { .. }
-        ) && self.data_settled();
+        let following = matches!(self.target.current, super::DataNodeTarget::Follow { .. })
+            && self.data_settled();
         let Some(offset) = obs.offset else { return };
         let moved = obs.offset_at_apply.is_some_and(|at| at != offset);
         if !following || !(obs.link_up || moved) {

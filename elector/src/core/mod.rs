@@ -34,9 +34,9 @@ pub use config::{
     default_fence_margin_ms, Backend, CoreConfig, Faults, Member, Preempt, Timings,
     MAX_CLOCK_RATE_ERROR,
 };
+pub use floor::{Proof, Unproven};
 pub use output::{Action, Fence, FenceTarget, Gate, Gated, GrantTarget, Output, Persist};
 pub use peers::PeerView;
-pub use floor::{Proof, Unproven};
 pub use types::{
     DataNodeTarget, Floor, Millis, Notice, Observation, PersistedState, Reason, StreamId,
     StreamRecord, SwitchoverFailure,

@@ -385,7 +385,10 @@ mod tests {
         o.push(send("n2"));
         let out = o.take(&PersistedState::default());
         assert_eq!(out.now, vec![send("n2")]);
-        assert_eq!(out.persist.as_ref().map(|p| (p.seq, p.gates)), Some((1, false)));
+        assert_eq!(
+            out.persist.as_ref().map(|p| (p.seq, p.gates)),
+            Some((1, false))
+        );
         o.push(send("n3"));
         assert_eq!(o.take(&PersistedState::default()).now, vec![send("n3")]);
         assert!(o.take_background(1));

@@ -60,7 +60,9 @@ pub struct PersistedState {
 /// A data node's place in a replication stream: the stream's epoch (the
 /// election that started it, §4.3) and the offset within it. Ordered
 /// lexicographically, as candidates are ranked.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Floor {
     pub data_epoch: u64,
     pub offset: u64,

@@ -36,18 +36,20 @@ impl AnyNode {
                     ))
                     .with_position_file(super::kevy_stream::position_path(&config.data_dir)),
             )),
-            DataNodeKind::Redis => AnyNode::Redis(Box::new(RedisNode::new(
-                &dn.address,
-                &credentials,
-                write_quorum(config),
-                config.timings().lease_ms() / 1000,
-            )
-            // Replicas dial their upstream's replication gate (§6.10).
-            .with_upstream_port_offset(if dn.replication_gate {
-                dn.replication_port_offset
-            } else {
-                0
-            }))),
+            DataNodeKind::Redis => AnyNode::Redis(Box::new(
+                RedisNode::new(
+                    &dn.address,
+                    &credentials,
+                    write_quorum(config),
+                    config.timings().lease_ms() / 1000,
+                )
+                // Replicas dial their upstream's replication gate (§6.10).
+                .with_upstream_port_offset(if dn.replication_gate {
+                    dn.replication_port_offset
+                } else {
+                    0
+                }),
+            )),
         })
     }
 

@@ -126,7 +126,10 @@ fn a_replica_that_has_not_heard_its_new_upstream_reports_the_position_it_held_wi
 #[test]
 fn an_upstream_promoted_again_before_the_runner_joined_lifts_the_floor_of_its_old_feed() {
     let mut p = tracker();
-    p.leaving(Some(&Reading::Primary { generation: None, offset: 50 }));
+    p.leaving(Some(&Reading::Primary {
+        generation: None,
+        offset: 50,
+    }));
     p.following(floor(500));
     assert!(!p.observe(&replica(7, 20, false), 0).link_joined);
     // The upstream's feed restarted (generation 8): its offsets begin at 0.
@@ -147,8 +150,17 @@ fn an_isolated_replica_keeps_the_position_read_in_the_pipeline_of_its_isolation(
 #[test]
 fn a_runner_that_had_not_joined_when_isolated_leaves_the_older_position_held() {
     let mut p = tracker();
-    p.observe(&Reading::Primary { generation: None, offset: 700 }, 0);
-    p.leaving(Some(&Reading::Primary { generation: None, offset: 720 }));
+    p.observe(
+        &Reading::Primary {
+            generation: None,
+            offset: 700,
+        },
+        0,
+    );
+    p.leaving(Some(&Reading::Primary {
+        generation: None,
+        offset: 720,
+    }));
     p.following(floor(10));
     p.leaving(Some(&replica(0, 0, false)));
     assert_eq!(p.observe(&nowhere(), 1532).offset, 720);
@@ -207,11 +219,17 @@ fn info_and_token_replies_are_read_as_kevy_answers_them() {
     let primary = info("role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:64\r\n");
     assert_eq!(
         parse_reading(&primary, &token),
-        Some(Reading::Primary { generation: Some(4), offset: 118 })
+        Some(Reading::Primary {
+            generation: Some(4),
+            offset: 118
+        })
     );
     assert_eq!(
         parse_reading(&primary, &Value::Nil),
-        Some(Reading::Primary { generation: None, offset: 64 })
+        Some(Reading::Primary {
+            generation: None,
+            offset: 64
+        })
     );
     assert_eq!(parse_reading(&following, &Value::Nil), None);
 }

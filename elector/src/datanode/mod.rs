@@ -25,13 +25,13 @@ pub mod tether;
 pub use nowhere_hold::NowhereHold;
 
 pub(crate) use any::AnyNode;
-pub use gate::{GateCounts, GateState};
-use tether::Tether;
 pub(crate) use client::Credentials;
+pub use gate::{GateCounts, GateState};
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
 pub(crate) use kevy::DEFAULT_RECONNECT_WINDOW as KEVY_DEFAULT_RECONNECT_WINDOW;
 pub use redis_node::RedisNode;
+use tether::Tether;
 
 use crate::core::{DataNodeTarget, Observation};
 use driver::{Command, Driver, Observed, Outcome, Step};

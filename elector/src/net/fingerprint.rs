@@ -10,7 +10,14 @@
 //! (counted as `config_mismatch`, shown in `/status`).
 //!
 //! The fingerprint is readable rather than an opaque hash, so the refusal
-//! can say *what* differs: `m<members-hash>/<hb>/<down_after>/<margin>`.
+//! can say *what* differs: `m<members-hash>/<hb>/<down_after>/<margin>/<election_timeout>`.
+//! `election_timeout` is there because a voter stops echoing the old
+//! primary for as long as a candidacy it voted for may still win (§6.2): a
+//! candidate with a longer timeout than its voters could win after they
+//! resumed echoing, while the old primary's lease still held. A fingerprint
+//! of four fields comes from an elector older than that and is compared on
+//! those four (a binary upgrade rolls; keep `election_timeout_ms` the same
+//! on every node while it does).
 //! Addresses are left out on purpose: two nodes may reach a third by
 //! different addresses (NAT, DNS names); the ids are what votes count.
 
@@ -30,6 +37,8 @@ pub struct Fingerprint {
     pub(crate) hb_interval_ms: u64,
     pub(crate) down_after_ms: u64,
     pub(crate) fence_margin_ms: u64,
+    /// `None` from an elector older than this field.
+    pub(crate) election_timeout_ms: Option<u64>,
 }
 
 impl Fingerprint {
@@ -64,6 +73,7 @@ impl Fingerprint {
             hb_interval_ms: t.hb_interval_ms,
             down_after_ms: t.down_after_ms,
             fence_margin_ms: t.fence_margin_ms,
+            election_timeout_ms: Some(t.election_timeout_ms),
         }
     }
 
@@ -78,11 +88,17 @@ impl Fingerprint {
             return None;
         }
         let mut num = || parts.next()?.parse::<u64>().ok();
+        let (hb_interval_ms, down_after_ms, fence_margin_ms) = (num()?, num()?, num()?);
+        let election_timeout_ms = match parts.next() {
+            None => None,
+            Some(v) => Some(v.parse::<u64>().ok()?),
+        };
         let fp = Fingerprint {
             members: members.to_ascii_lowercase(),
-            hb_interval_ms: num()?,
-            down_after_ms: num()?,
-            fence_margin_ms: num()?,
+            hb_interval_ms,
+            down_after_ms,
+            fence_margin_ms,
+            election_timeout_ms,
         };
         parts.next().is_none().then_some(fp)
     }
@@ -106,6 +122,9 @@ impl Fingerprint {
             self.fence_margin_ms,
             theirs.fence_margin_ms,
         );
+        if let (Some(ours), Some(peer)) = (self.election_timeout_ms, theirs.election_timeout_ms) {
+            cmp("election_timeout_ms", ours, peer);
+        }
         out
     }
 }
@@ -116,7 +135,11 @@ impl fmt::Display for Fingerprint {
             f,
             "m{}/{}/{}/{}",
             self.members, self.hb_interval_ms, self.down_after_ms, self.fence_margin_ms
-        )
+        )?;
+        match self.election_timeout_ms {
+            Some(ms) => write!(f, "/{ms}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -176,6 +199,79 @@ mod tests {
         assert!(ours.differences(&ours).is_empty());
     }
 
+    /// Every timing the safety argument reads is in the fingerprint
+    /// (protocol §3.7, §6.2.1), and each one left out says why. A field
+    /// added to `Timings` breaks this destructuring until it is sorted in.
+    #[test]
+    fn every_timing_the_safety_argument_reads_is_fingerprinted() {
+        let base = Timings::default();
+        let Timings {
+            hb_interval_ms,
+            down_after_ms,
+            election_timeout_ms,
+            backoff_min_ms,
+            backoff_max_ms,
+            fence_margin_ms,
+        } = base;
+        let fp = |t: Timings| Fingerprint::new(["n1", "n2", "n3"], &t);
+        let ours = fp(base);
+        // The lease, the voters' refusal window and the echo's suppression
+        // after a vote (§6.2, §6.2.1, §6.3) are computed from these.
+        let read_by_the_argument = [
+            Timings {
+                hb_interval_ms: hb_interval_ms + 1,
+                ..base
+            },
+            Timings {
+                down_after_ms: down_after_ms + 1,
+                ..base
+            },
+            Timings {
+                fence_margin_ms: fence_margin_ms + 1,
+                ..base
+            },
+            Timings {
+                election_timeout_ms: election_timeout_ms + 1,
+                ..base
+            },
+        ];
+        for t in read_by_the_argument {
+            assert_ne!(fp(t), ours, "{t:?} must be refused by a peer with {base:?}");
+        }
+        // The backoff only paces a node's own retries after a lost
+        // election: no window another node relies on is computed from it.
+        let liveness_only = [
+            Timings {
+                backoff_min_ms: backoff_min_ms + 1,
+                ..base
+            },
+            Timings {
+                backoff_max_ms: backoff_max_ms + 1,
+                ..base
+            },
+        ];
+        for t in liveness_only {
+            assert_eq!(fp(t), ours);
+        }
+    }
+
+    #[test]
+    fn an_older_electors_four_field_fingerprint_is_compared_on_those_four() {
+        let ours = Fingerprint::new(["n1", "n2", "n3"], &timings(3000));
+        let mut old = ours.clone();
+        old.election_timeout_ms = None;
+        let wire = old.to_string();
+        assert_eq!(wire.matches('/').count(), 3);
+        assert_eq!(Fingerprint::parse(&wire), Some(old.clone()));
+        assert!(ours.differences(&old).is_empty());
+        let mut other = ours.clone();
+        other.election_timeout_ms = Some(9_999);
+        assert_eq!(
+            ours.differences(&other),
+            vec!["election_timeout_ms 9999 (ours 3000)".to_string()]
+        );
+    }
+
     #[test]
     fn malformed_fingerprints_are_refused() {
         for bad in [
@@ -183,7 +279,8 @@ mod tests {
             "x",
             "m12/1/2/3",
             "m0123456789abcdef/1/2",
-            "m0123456789abcdef/1/2/3/4",
+            "m0123456789abcdef/1/2/3/4/5",
+            "m0123456789abcdef/1/2/3/x",
             "m0123456789abcdeg/1/2/3",
             "m0123456789abcdef/1/-2/3",
             &"m".repeat(80),

@@ -13,8 +13,8 @@ pub use world::{sim_timings, World};
 
 use datalayer::{AckedWrite, DataNode, PendingWrite};
 use elector::core::{
-    Action, Backend, Core, CoreConfig, DataNodeTarget, Event, Faults, Fence, Gate, Member, Millis, Notice,
-    Output, PersistedState, Preempt, Timings,
+    Action, Backend, Core, CoreConfig, DataNodeTarget, Event, Faults, Fence, Gate, Member, Millis,
+    Notice, Output, PersistedState, Preempt, Timings,
 };
 use elector::datanode::driver::{Command, Driver, Outcome};
 use elector::net::fingerprint::Fingerprint;

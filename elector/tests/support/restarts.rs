@@ -118,7 +118,11 @@ impl Cluster {
         {
             Ok(r) => r.into_json().unwrap_or_default(),
             Err(ureq::Error::Status(code, r)) => {
-                panic!("accept-data-loss on {}: HTTP {code}: {}", self.nodes[i].id, r.into_string().unwrap_or_default())
+                panic!(
+                    "accept-data-loss on {}: HTTP {code}: {}",
+                    self.nodes[i].id,
+                    r.into_string().unwrap_or_default()
+                )
             }
             Err(e) => panic!("accept-data-loss on {}: {e}", self.nodes[i].id),
         }

@@ -58,7 +58,10 @@ fn follower_at(offset: u64) -> Node {
     let mut n = node("n2");
     n.handle(100, primary_says("n1", 1, offset, 100));
     let seq = n.core.target.seq;
-    assert!(matches!(n.core.target.current, DataNodeTarget::Follow { .. }));
+    assert!(matches!(
+        n.core.target.current,
+        DataNodeTarget::Follow { .. }
+    ));
     n.settle_writes(101);
     n.handle(102, reading(offset, seq, true, stream("s1"), 0));
     n.settle_writes(103);
@@ -83,7 +86,11 @@ fn a_follower_raises_its_floor_with_its_link_up_and_writes_it_at_most_once_a_hea
     assert_eq!(n.core.persisted().floor, Some(Floor::new(1, 500)));
     let seq = n.core.target.seq;
     let step = n.handle(120, reading(600, seq, true, stream("s1"), 0));
-    assert_eq!(n.core.floor(), Some(Floor::new(1, 600)), "in memory at once");
+    assert_eq!(
+        n.core.floor(),
+        Some(Floor::new(1, 600)),
+        "in memory at once"
+    );
     assert!(step.persist.is_none(), "not written within a heartbeat");
     let step = n.handle(250, reading(650, seq, true, stream("s1"), 0));
     assert_eq!(
@@ -115,16 +122,17 @@ fn a_replica_whose_data_node_restarted_neither_stands_nor_votes_below_its_floor(
     let mut n = follower_at(500);
     n.handle(200, reading(3, 0, false, stream("fresh"), 1));
     assert!(n.core.below_floor());
-    assert_eq!(
-        n.core.proof(),
-        Proof::Unproven(Unproven::DataNodeRestarted)
-    );
+    assert_eq!(n.core.proof(), Proof::Unproven(Unproven::DataNodeRestarted));
     // n1 is gone; the node is detached and settled; it does not stand.
     for t in (1_200..4_000).step_by(100) {
         n.handle(t, Event::Tick);
         let seq = n.core.target.seq;
         n.handle(t, reading(3, seq, false, stream("fresh"), 1));
-        assert_ne!(n.core.role(), Role::Candidate, "stood below its floor at {t}");
+        assert_ne!(
+            n.core.role(),
+            Role::Candidate,
+            "stood below its floor at {t}"
+        );
     }
     let step = n.handle(4_000, offer(2, "n3", 499));
     assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind));
@@ -134,7 +142,10 @@ fn a_replica_whose_data_node_restarted_neither_stands_nor_votes_below_its_floor(
     let seq = n.core.target.seq;
     n.handle(3_950, reading(3, seq, false, stream("fresh"), 1));
     let step = n.handle(4_000, offer_at(2, "n3", 1, 500));
-    assert!(step.persist.is_some(), "a candidate at the floor gets the vote: {step:?}");
+    assert!(
+        step.persist.is_some(),
+        "a candidate at the floor gets the vote: {step:?}"
+    );
 }
 
 #[test]
@@ -212,7 +223,10 @@ fn joining_a_primary_again_proves_the_position_and_raises_the_floor() {
     let seq = n.core.target.seq;
     n.handle(300, primary_says("n1", 1, 900, 300));
     n.handle(310, reading(900, seq, true, stream("s1"), 1));
-    assert!(!n.core.below_floor(), "a full resync from the primary holds the floor");
+    assert!(
+        !n.core.below_floor(),
+        "a full resync from the primary holds the floor"
+    );
     assert_eq!(n.core.floor(), Some(Floor::new(1, 900)));
 }
 
@@ -299,9 +313,26 @@ fn a_kevy_primary_demoted_in_its_epoch_resigns_instead_of_starting_a_second_stre
         }),
     );
     let released = n.persist_done(501, &step);
-    let notes: Vec<_> = step.notices().into_iter().cloned().chain(released.iter().flat_map(|r| r.notices().into_iter().cloned())).collect();
+    let notes: Vec<_> = step
+        .notices()
+        .into_iter()
+        .cloned()
+        .chain(
+            released
+                .iter()
+                .flat_map(|r| r.notices().into_iter().cloned()),
+        )
+        .collect();
     assert!(
-        notes.iter().any(|x| matches!(x, Notice::RoleChanged { from: Role::Primary, reason: Reason::StreamEnded, epoch: 1, .. })),
+        notes.iter().any(|x| matches!(
+            x,
+            Notice::RoleChanged {
+                from: Role::Primary,
+                reason: Reason::StreamEnded,
+                epoch: 1,
+                ..
+            }
+        )),
         "{notes:?}"
     );
     assert!(
@@ -371,8 +402,13 @@ fn an_operator_makes_a_node_below_its_floor_stand_and_voters_waive_their_floors(
     n.handle(1_250, heartbeat("n3", 1, Some("n1"), 0));
     let step = n.handle(1_300, Event::AcceptDataLoss);
     assert_eq!(n.core.role(), Role::Candidate, "{step:?}");
-    assert!(step.notices().iter().any(|x| matches!(x, Notice::DataLossAccepted { .. })));
-    let released = n.persist_done(1_301, &step).expect("the self-vote is written");
+    assert!(step
+        .notices()
+        .iter()
+        .any(|x| matches!(x, Notice::DataLossAccepted { .. })));
+    let released = n
+        .persist_done(1_301, &step)
+        .expect("the self-vote is written");
     let offers: Vec<_> = step
         .left
         .iter()
@@ -385,7 +421,10 @@ fn an_operator_makes_a_node_below_its_floor_stand_and_voters_waive_their_floors(
             _ => None,
         })
         .collect();
-    assert!(!offers.is_empty() && offers.iter().all(|f| *f), "{offers:?}");
+    assert!(
+        !offers.is_empty() && offers.iter().all(|f| *f),
+        "{offers:?}"
+    );
     // A voter holding more votes for a forced offer, and says so.
     let mut voter = follower_at(900);
     voter.handle(1_200, Event::Tick);
@@ -402,8 +441,14 @@ fn an_operator_makes_a_node_below_its_floor_stand_and_voters_waive_their_floors(
         },
     };
     let step = voter.handle(1_300, forced);
-    assert!(step.persist.is_some(), "the forced offer got no vote: {step:?}");
-    assert!(step.notices().iter().any(|x| matches!(x, Notice::DataLossAccepted { .. })));
+    assert!(
+        step.persist.is_some(),
+        "the forced offer got no vote: {step:?}"
+    );
+    assert!(step
+        .notices()
+        .iter()
+        .any(|x| matches!(x, Notice::DataLossAccepted { .. })));
 }
 
 #[test]
@@ -479,7 +524,12 @@ fn a_witness_never_elects_a_candidate_below_the_floor_the_data_promise_acknowled
     w.handle(150, replica_says("n2", 1, (1, 1_200), Some((1, 1_200))));
     w.handle(2_000, replica_says("n2", 1, (1, 40), Some((1, 1_200))));
     let step = w.handle(2_050, offer_at(2, "n2", 1, 40));
-    assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind), "{step:?} {}", w.core.diagnostics());
+    assert_eq!(
+        reject_reason(&step),
+        Some(RejectReason::CandidateBehind),
+        "{step:?} {}",
+        w.core.diagnostics()
+    );
     // The same replica at its floor, lagging the dead primary a little, is
     // elected: the primary's own unacknowledged tail does not count.
     let mut w = witness_of_two();

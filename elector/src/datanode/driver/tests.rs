@@ -347,7 +347,10 @@ fn a_live_tether_is_the_same_process_when_the_identity_cannot_tell() {
         &mut d,
         3,
         DataNodeTarget::Primary,
-        &[Ok((info("slave", None), false)), Ok((info("slave", None), false))],
+        &[
+            Ok((info("slave", None), false)),
+            Ok((info("slave", None), false)),
+        ],
         false,
     );
     TETHER.with(|t| t.set(TetherCheck::Unanswered));
