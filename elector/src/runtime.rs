@@ -129,9 +129,11 @@ pub async fn run(
     let poll = Duration::from_millis(config.timings.data_poll_ms);
     // A witness has no data node (§4.5): no adapter, nothing to report.
     let nowhere_hold = datanode::NowhereHold::for_config(&config).await;
-    match (AnyNode::from_config(&config), config.data_node.as_ref()) {
+    match (
+        AnyNode::with_hold(&config, nowhere_hold.clone()),
+        config.data_node.as_ref(),
+    ) {
         (Some(node), Some(dn)) => {
-            let node = node.with_nowhere_hold(nowhere_hold.clone());
             let credentials = datanode::Credentials {
                 username: dn.username.clone(),
                 password: dn.password.clone(),
@@ -355,8 +357,8 @@ async fn fence_on_stop(
     nowhere_hold: Option<datanode::NowhereHold>,
 ) -> Result<(), datanode::DataNodeError> {
     use datanode::DataNodeAdapter;
-    match AnyNode::from_config(config) {
-        Some(node) => node.with_nowhere_hold(nowhere_hold).fence_blind().await,
+    match AnyNode::with_hold(config, nowhere_hold) {
+        Some(mut node) => node.fence_blind().await,
         None => Ok(()),
     }
 }

@@ -2,13 +2,14 @@
 //! its clean-stop fence and the watchdog all build it here, from the same
 //! configuration, so they cannot disagree on the fence they apply.
 
+use super::kevy::SharedFiles;
+use super::kevy_policy::KevySettings;
 use super::{
     stale_connect, Credentials, DataNodeAdapter, DataNodeError, KevyNode, NowhereHold, RedisNode,
     ReplicationInfo,
 };
 use crate::config::{Config, DataNodeKind};
 use crate::core::DataNodeTarget;
-use std::time::Duration;
 
 /// The adapter of either backend (boxed: one lives per process, and the
 /// kevy adapter carries much more state than the Redis one).
@@ -20,22 +21,46 @@ pub(crate) enum AnyNode {
 impl AnyNode {
     /// This node's adapter, or `None` on a witness (no data node, §4.5).
     pub(crate) fn from_config(config: &Config) -> Option<AnyNode> {
+        AnyNode::build(config, false)
+    }
+
+    /// The elector's own adapter of a kevy node that holds its connects at
+    /// nowhere (`hold`): its adapter task and its stop fence.
+    pub(crate) fn with_hold(config: &Config, hold: Option<NowhereHold>) -> Option<AnyNode> {
+        match (AnyNode::build(config, hold.is_some())?, hold) {
+            (AnyNode::Kevy(node), Some(hold)) => {
+                Some(AnyNode::Kevy(Box::new((*node).with_nowhere_hold(hold))))
+            }
+            (node, _) => Some(node),
+        }
+    }
+
+    fn build(config: &Config, hold: bool) -> Option<AnyNode> {
         let dn = config.data_node.as_ref()?;
         let credentials = Credentials {
             username: dn.username.clone(),
             password: dn.password.clone(),
         };
         Some(match dn.kind {
-            DataNodeKind::Kevy => AnyNode::Kevy(Box::new(
-                KevyNode::new(&dn.address, &credentials, dn.replication_port_offset)
-                    .with_abort_stale_connects(dn.abort_stale_connects)
-                    .with_ack_nudge(dn.ack_nudge)
-                    .with_reconnect_window(Duration::from_millis(dn.kevy_reconnect_window_ms))
-                    .with_watchdog_clamps(crate::api::metrics::watchdog_clamps_path(
+            DataNodeKind::Kevy => AnyNode::Kevy(Box::new(KevyNode::new(
+                &dn.address,
+                &credentials,
+                KevySettings {
+                    replication_port_offset: dn.replication_port_offset,
+                    abort_stale_connects: dn.abort_stale_connects,
+                    // Only the elector's own adapters hold nowhere (see
+                    // `with_nowhere_hold`); the policy releases what is held.
+                    nowhere_hold: hold,
+                    ack_nudge: dn.ack_nudge,
+                    reconnect_window_ms: dn.kevy_reconnect_window_ms,
+                },
+                SharedFiles {
+                    watchdog_clamps: Some(crate::api::metrics::watchdog_clamps_path(
                         &config.data_dir,
-                    ))
-                    .with_position_file(super::kevy_stream::position_path(&config.data_dir)),
-            )),
+                    )),
+                    position: Some(super::kevy_stream::position_path(&config.data_dir)),
+                },
+            ))),
             DataNodeKind::Redis => AnyNode::Redis(Box::new(
                 RedisNode::new(
                     &dn.address,
@@ -51,17 +76,6 @@ impl AnyNode {
                 }),
             )),
         })
-    }
-
-    /// The elector's own adapters of a kevy node (its adapter task, its stop
-    /// fence) release the connects `hold` keeps at [`super::NOWHERE`].
-    pub(crate) fn with_nowhere_hold(self, hold: Option<NowhereHold>) -> AnyNode {
-        match (self, hold) {
-            (AnyNode::Kevy(node), Some(hold)) => {
-                AnyNode::Kevy(Box::new((*node).with_nowhere_hold(hold)))
-            }
-            (node, _) => node,
-        }
     }
 }
 

@@ -180,16 +180,6 @@ impl Upstream {
         self.0 = None;
     }
 
-    /// Whether we were last told to follow the primary configured as `addr`.
-    pub(crate) fn is_following(&self, addr: &str) -> bool {
-        self.0.as_ref().is_some_and(|(a, _, _)| a == addr)
-    }
-
-    /// The resolved address given to `REPLICAOF`, if any.
-    pub(crate) fn address(&self) -> Option<(String, u16)> {
-        self.0.as_ref().map(|(_, h, p)| (h.clone(), *p))
-    }
-
     /// Whether `info` shows the replica following the primary configured as `addr`.
     pub(crate) fn satisfies(&self, addr: &str, info: &ReplicationInfo) -> bool {
         self.0

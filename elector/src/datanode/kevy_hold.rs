@@ -24,27 +24,27 @@
 //! is promoted at once, so a failover is held only when the candidate was the
 //! primary a moment ago (a quorum flap, a quick switchover back).
 
-use std::time::{Duration, Instant};
+use crate::core::Millis;
 
 /// kevy drops expired records from its shard tick (10 per second); this
 /// also covers an acknowledgement already in flight when the node was
 /// demoted.
-pub(crate) const TICK_MARGIN: Duration = Duration::from_millis(250);
+pub(crate) const TICK_MARGIN: Millis = 250;
 
 /// What the adapter knows of the node's role over time.
 #[derive(Debug, Clone)]
 pub(crate) struct PromotionHold {
     /// kevy's `[replication] reconnect_window_ms` on this node.
-    window: Duration,
+    window: Millis,
     /// The last role observed or applied: `Some(true)` a primary.
     primary: Option<bool>,
     /// Since when the node has been a replica without interruption, as far
     /// as we know (`None`: a primary now, or never seen).
-    replica_since: Option<Instant>,
+    replica_since: Option<Millis>,
 }
 
 impl PromotionHold {
-    pub(crate) fn new(window: Duration) -> PromotionHold {
+    pub(crate) fn new(window: Millis) -> PromotionHold {
         PromotionHold {
             window,
             primary: None,
@@ -55,7 +55,7 @@ impl PromotionHold {
     /// A read of the node's role at `now`. A replica seen for the first time
     /// counts from `now`: it may have been demoted (by the watchdog, say) an
     /// instant before.
-    pub(crate) fn observed(&mut self, primary: bool, now: Instant) {
+    pub(crate) fn observed(&mut self, primary: bool, now: Millis) {
         self.primary = Some(primary);
         if primary {
             self.replica_since = None;
@@ -65,12 +65,12 @@ impl PromotionHold {
     }
 
     /// We made the node a replica (a fence, a follow) at `now`.
-    pub(crate) fn demoted(&mut self, now: Instant) {
+    pub(crate) fn demoted(&mut self, now: Millis) {
         self.observed(false, now);
     }
 
     /// kevy's `reconnect_window_ms` this hold waits out.
-    pub(crate) fn window(&self) -> Duration {
+    pub(crate) fn window(&self) -> Millis {
         self.window
     }
 
@@ -82,13 +82,13 @@ impl PromotionHold {
     /// How much longer a promotion must wait at `now` (`None`: it may go).
     /// A node that is a primary already starts no new generation; a node
     /// never seen is held the whole window.
-    pub(crate) fn remaining(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn remaining(&self, now: Millis) -> Option<Millis> {
         if self.primary == Some(true) {
             return None;
         }
         let since = self.replica_since.unwrap_or(now);
         let until = since + self.window + TICK_MARGIN;
-        until.checked_duration_since(now).filter(|d| !d.is_zero())
+        until.checked_sub(now).filter(|d| *d > 0)
     }
 }
 
@@ -96,15 +96,15 @@ impl PromotionHold {
 mod tests {
     use super::*;
 
-    const WINDOW: Duration = Duration::from_millis(1000);
+    const WINDOW: Millis = 1000;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
+    fn ms(n: u64) -> Millis {
+        n
     }
 
     #[test]
     fn a_node_demoted_a_moment_ago_is_promoted_only_after_the_window_and_a_tick() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut hold = PromotionHold::new(WINDOW);
         hold.observed(true, t0);
         hold.demoted(t0 + ms(100));
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn a_long_standing_replica_is_promoted_at_once() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut hold = PromotionHold::new(WINDOW);
         hold.observed(false, t0);
         hold.observed(false, t0 + ms(5000));
@@ -124,7 +124,7 @@ mod tests {
 
     #[test]
     fn a_node_that_is_still_a_primary_needs_no_hold() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut hold = PromotionHold::new(WINDOW);
         hold.observed(true, t0);
         assert_eq!(hold.remaining(t0), None);
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn a_node_never_seen_is_held_the_whole_window() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let hold = PromotionHold::new(WINDOW);
         assert_eq!(hold.remaining(t0), Some(WINDOW + TICK_MARGIN));
     }
@@ -141,7 +141,7 @@ mod tests {
     fn a_demotion_by_someone_else_counts_from_when_we_first_see_the_replica() {
         // The watchdog demoted the node while our elector was frozen: the
         // last thing we saw was a primary, the next a replica.
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut hold = PromotionHold::new(WINDOW);
         hold.observed(true, t0);
         hold.observed(false, t0 + ms(3000));
@@ -150,7 +150,7 @@ mod tests {
 
     #[test]
     fn being_a_primary_again_restarts_the_count_at_the_next_demotion() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut hold = PromotionHold::new(WINDOW);
         hold.observed(false, t0);
         hold.observed(true, t0 + ms(5000));

@@ -29,10 +29,7 @@
 //! still be counted. Only kevy can close that (drop the records on a
 //! generation bump); the elector logs every occurrence as an error.
 
-use super::ack_nudge::ACK_NUDGE;
-use super::client::RespClient;
-use super::{DataNodeError, ReplicationInfo};
-use std::time::Duration;
+use super::ReplicationInfo;
 
 /// The most frames one poll writes: a few hundred milliseconds of pipelined
 /// `DEL`s on a loaded host; a larger gap takes several polls.
@@ -73,94 +70,6 @@ pub(crate) fn padding(info: &ReplicationInfo) -> Padding {
         return Padding::TooFar { gap };
     }
     Padding::Frames((gap + 1).min(MAX_FRAMES_PER_POLL))
-}
-
-/// The adapter's side: what it logged and padded.
-#[derive(Debug, Default)]
-pub(crate) struct StaleAcks {
-    /// The current occurrence is logged (cleared once it is gone, so each
-    /// occurrence is logged once).
-    logged: bool,
-    /// ... and was too far ahead to pad past.
-    logged_far: bool,
-    /// Frames written since the last report.
-    padded_frames: u64,
-}
-
-impl StaleAcks {
-    /// One observation: logs a new occurrence and, when `may_pad` (the
-    /// writable primary we made, not quiesced), pads past it. A failed pad
-    /// is logged and tried again at the next poll: the observation stands.
-    pub(crate) async fn handle(
-        &mut self,
-        client: &mut RespClient,
-        info: &ReplicationInfo,
-        may_pad: bool,
-        window: Duration,
-    ) {
-        let padding = padding(info);
-        let stale = padding != Padding::NotNeeded;
-        if stale && !self.logged {
-            tracing::error!(
-                offset = info.offset,
-                replica_acked = info.highest_replica_ack,
-                window_ms = window.as_millis() as u64,
-                "kevy counts a replica acknowledgement from before its last promotion: WAIT may \
-                 acknowledge writes no replica has until the offset passes it (the elector pads \
-                 the feed past it while the node is its writable primary); was it demoted by hand, \
-                 or is kevy's [replication] reconnect_window_ms above data_node.kevy_reconnect_window_ms?"
-            );
-        }
-        self.logged = stale;
-        self.logged_far &= stale;
-        if !may_pad {
-            return;
-        }
-        match padding {
-            Padding::NotNeeded => {}
-            Padding::Frames(frames) => {
-                if let Err(e) = self.pad(client, frames).await {
-                    tracing::warn!(error = %e, "padding past stale acknowledgements failed");
-                    return;
-                }
-                tracing::warn!(
-                    frames,
-                    offset = info.offset,
-                    replica_acked = info.highest_replica_ack,
-                    "padded the replication feed past replica acknowledgements kevy kept from an \
-                     earlier feed generation, so WAIT counts only acknowledgements of what was \
-                     written since"
-                );
-            }
-            Padding::TooFar { .. } if self.logged_far => {}
-            Padding::TooFar { gap } => {
-                self.logged_far = true;
-                tracing::error!(
-                    gap,
-                    max_gap = MAX_GAP,
-                    "a replica acknowledgement kevy kept from an earlier feed generation is too far \
-                     ahead to pad past: WAIT over-counts until the offset passes it; restarting this \
-                     kevy (its records live in memory) ends it"
-                );
-            }
-        }
-    }
-
-    async fn pad(&mut self, client: &mut RespClient, frames: u64) -> Result<(), DataNodeError> {
-        let mut left = frames;
-        while left > 0 {
-            let batch = left.min(FRAMES_PER_BATCH);
-            client.repeat(&ACK_NUDGE, batch).await?;
-            self.padded_frames += batch;
-            left -= batch;
-        }
-        Ok(())
-    }
-
-    /// Frames written since the last call (`elector_stale_ack_pad_frames_total`).
-    pub(crate) fn take_padded_frames(&mut self) -> u64 {
-        std::mem::take(&mut self.padded_frames)
-    }
 }
 
 #[cfg(test)]

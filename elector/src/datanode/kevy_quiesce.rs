@@ -18,7 +18,7 @@
 //! missed the lift (docs/architecture.md §kevy, "The quiesce and its
 //! threads").
 
-use std::time::{Duration, Instant};
+use crate::core::Millis;
 
 /// How long kevy keeps a quiesce on its own if we never lift it: longer than
 /// the longest switchover the API accepts (120 s), so it never lifts while a
@@ -29,7 +29,7 @@ pub(crate) const QUIESCE_TIMEOUT_MS: u64 = 600_000;
 /// kevy's handover thread notices an abort within one probe interval
 /// (250 ms after a refused connection): after this, every thread started
 /// before the abort has exited, if no quiesce was set meanwhile.
-pub(crate) const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
+pub(crate) const QUIESCE_THREAD_EXIT: Millis = 300;
 
 /// How long a lapsed lease's quiesce may fence a primary, counted from the
 /// start of the oldest handover thread that may still run, before it gives
@@ -37,7 +37,7 @@ pub(crate) const QUIESCE_THREAD_EXIT: Duration = Duration::from_millis(300);
 /// process cannot see, a watchdog's window while the elector is frozen,
 /// adds at most another such span), long enough for a quorum flap (a few
 /// `down_after`) to end without a promotion.
-pub(crate) const FENCE_QUIESCE_MAX: Duration = Duration::from_secs(60);
+pub(crate) const FENCE_QUIESCE_MAX: Millis = 60_000;
 
 /// What one process knows of the quiesce on its kevy.
 #[derive(Debug, Default, Clone)]
@@ -47,9 +47,9 @@ pub(crate) struct Quiesce {
     /// process's clamp).
     in_force: Option<bool>,
     /// The start of the oldest handover thread that may still run.
-    oldest_thread: Option<Instant>,
+    oldest_thread: Option<Millis>,
     /// When we last sent `FAILOVER ABORT`.
-    lifted_at: Option<Instant>,
+    lifted_at: Option<Millis>,
 }
 
 impl Quiesce {
@@ -65,7 +65,7 @@ impl Quiesce {
 
     /// Our `FAILOVER` was answered at `now`: a new thread runs, and the
     /// quiesce is in force.
-    pub(crate) fn sent(&mut self, now: Instant) {
+    pub(crate) fn sent(&mut self, now: Millis) {
         if self.threads_gone(now) {
             self.oldest_thread = None;
         }
@@ -74,14 +74,14 @@ impl Quiesce {
     }
 
     /// Our `FAILOVER ABORT` was answered at `now`.
-    pub(crate) fn lifted(&mut self, now: Instant) {
+    pub(crate) fn lifted(&mut self, now: Millis) {
         self.in_force = Some(false);
         self.lifted_at = Some(now);
     }
 
     /// Another process (this host's watchdog) may have quiesced the node
     /// after `not_before`; its thread counts from then.
-    pub(crate) fn set_elsewhere(&mut self, not_before: Instant) {
+    pub(crate) fn set_elsewhere(&mut self, not_before: Millis) {
         self.in_force = None;
         self.oldest_thread = Some(self.oldest_thread.map_or(not_before, |t| t.min(not_before)));
     }
@@ -96,29 +96,29 @@ impl Quiesce {
 
     /// Every handover thread we know of has exited: the last quiesce was
     /// lifted [`QUIESCE_THREAD_EXIT`] ago and none was set since.
-    fn threads_gone(&self, now: Instant) -> bool {
+    fn threads_gone(&self, now: Millis) -> bool {
         self.is_lifted()
             && self
                 .lifted_at
-                .is_none_or(|at| now.saturating_duration_since(at) >= QUIESCE_THREAD_EXIT)
+                .is_none_or(|at| now.saturating_sub(at) >= QUIESCE_THREAD_EXIT)
     }
 
     /// A fence resting on the quiesce must give way to demotion: the oldest
     /// thread that may still run is [`FENCE_QUIESCE_MAX`] old.
-    pub(crate) fn outlived(&self, now: Instant) -> bool {
+    pub(crate) fn outlived(&self, now: Millis) -> bool {
         !self.threads_gone(now)
             && self
                 .oldest_thread
-                .is_some_and(|t| now.saturating_duration_since(t) >= FENCE_QUIESCE_MAX)
+                .is_some_and(|t| now.saturating_sub(t) >= FENCE_QUIESCE_MAX)
     }
 
     /// How long a handover's quiesce waits after a lift so that it starts
     /// no chain of its own (a switchover may hold it up to 120 s).
-    pub(crate) fn wait_for_threads(&self, now: Instant) -> Option<Duration> {
+    pub(crate) fn wait_for_threads(&self, now: Millis) -> Option<Millis> {
         let at = self.lifted_at?;
         QUIESCE_THREAD_EXIT
-            .checked_sub(now.saturating_duration_since(at))
-            .filter(|d| !d.is_zero())
+            .checked_sub(now.saturating_sub(at))
+            .filter(|d| *d > 0)
     }
 }
 
@@ -126,14 +126,14 @@ impl Quiesce {
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
+    fn ms(n: u64) -> Millis {
+        n
     }
 
     #[test]
     fn a_quiesce_set_again_right_after_a_lift_inherits_the_age_of_the_thread_that_may_have_missed_it(
     ) {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut q = Quiesce::default();
         q.sent(t0);
         q.lifted(t0 + ms(59_000));
@@ -148,7 +148,7 @@ mod tests {
 
     #[test]
     fn a_quiesce_set_once_the_lift_has_settled_counts_from_its_own_start() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut q = Quiesce::default();
         q.sent(t0);
         q.lifted(t0 + ms(59_000));
@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn nothing_is_outlived_once_every_thread_has_seen_the_lift() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut q = Quiesce::default();
         q.sent(t0);
         q.lifted(t0 + ms(10));
@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn a_clamp_by_another_process_counts_from_before_it_was_seen_and_leaves_the_state_unknown() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut q = Quiesce::default();
         q.sent(t0 + ms(30_000));
         q.set_elsewhere(t0);
@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn a_forgotten_state_is_unknown_and_starts_a_new_count() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut q = Quiesce::default();
         q.sent(t0);
         q.forget();
@@ -198,7 +198,7 @@ mod tests {
 
     #[test]
     fn a_handover_quiesce_waits_out_the_threads_of_a_recent_lift() {
-        let t0 = Instant::now();
+        let t0: Millis = 1_000_000;
         let mut q = Quiesce::default();
         assert_eq!(q.wait_for_threads(t0), None);
         q.lifted(t0);

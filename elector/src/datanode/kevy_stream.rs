@@ -33,6 +33,11 @@
 //!   count, so the watchdog's `REPLICAOF` (another process, while the
 //!   elector is frozen) does not lose it.
 //!
+//! This tracker is pure: the wall clock (shared with the watchdog, another
+//! process) comes in with every call, the shared file's contents come in
+//! with each observation, and what to write back goes out
+//! ([`StreamPosition::take_write`]); the executor (`kevy.rs`) does the I/O.
+//!
 //! What is left: an acknowledgement the runner sends between the read and
 //! the `REPLICAOF` of the same pipeline (microseconds, against a 100 ms
 //! acknowledgement cadence) is not counted; and with no position held at all
@@ -40,15 +45,13 @@
 //! number is the fallback until the node joins a feed again (protocol
 //! §6.2.1, "truthful positions").
 
-use super::client::RespClient;
 use super::info::parse_identity;
-use super::{DataNodeError, ReplicationInfo, NOWHERE};
+use super::{ReplicationInfo, NOWHERE};
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// What `INFO replication` and `REPL.TOKEN`, read back to back, said.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Reading {
+pub enum Reading {
     /// A primary at this offset of its own feed (of this generation, when
     /// its token named one).
     Primary {
@@ -73,15 +76,15 @@ const FLOOR_GRACE_MS: u64 = 3_000;
 
 /// Where a primary's feed was when we pointed a replica at it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct UpstreamAt {
-    pub(crate) offset: u64,
+pub struct UpstreamAt {
+    pub offset: u64,
     /// Its feed generation, when read from its `REPL.TOKEN`.
-    pub(crate) generation: Option<u64>,
+    pub generation: Option<u64>,
 }
 
 impl UpstreamAt {
     /// No floor: a replica re-pointed at the primary it already follows.
-    pub(crate) const NONE: UpstreamAt = UpstreamAt {
+    pub const NONE: UpstreamAt = UpstreamAt {
         offset: 0,
         generation: None,
     };
@@ -136,10 +139,46 @@ fn token_int(v: &redis::Value) -> Option<u64> {
 /// elector and the watchdog share the host's clock), with the feed
 /// generation it is in when known (the stream, protocol §6.10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Held {
-    generation: Option<u64>,
-    offset: u64,
-    at_ms: u64,
+pub(crate) struct Held {
+    pub(crate) generation: Option<u64>,
+    pub(crate) offset: u64,
+    pub(crate) at_ms: u64,
+}
+
+/// The shared file's contents (`process_id offset unix_ms [generation]`):
+/// whose kevy process, and the position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FileHeld {
+    pub(crate) identity: String,
+    pub(crate) held: Held,
+}
+
+impl FileHeld {
+    pub(crate) fn parse(text: &str) -> Option<FileHeld> {
+        let mut parts = text.split_whitespace();
+        let (identity, offset, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
+        let generation = parts.next().and_then(|g| g.parse().ok());
+        Some(FileHeld {
+            identity: identity.to_string(),
+            held: Held {
+                generation,
+                offset: offset.parse().ok()?,
+                at_ms: at_ms.parse().ok()?,
+            },
+        })
+    }
+
+    pub(crate) fn render(&self) -> String {
+        let generation = self
+            .held
+            .generation
+            .map(|g| format!(" {g}"))
+            .unwrap_or_default();
+        format!(
+            "{} {} {}{generation}\n",
+            self.identity, self.held.offset, self.held.at_ms
+        )
+    }
 }
 
 /// The adapter's memory of the node's position.
@@ -154,15 +193,15 @@ pub(crate) struct StreamPosition {
     floor_generation: Option<u64>,
     /// Since when the runner has had everything but the floor.
     short_of_floor_since_ms: Option<u64>,
-    /// Shared with the watchdog (`<data_dir>/kevy-position`).
-    file: Option<PathBuf>,
     /// The kevy process the held position belongs to (`process_id`).
     identity: Option<String>,
     /// The `INFO` fallback was used and said so (once per process).
     fallback_logged: bool,
-    /// When this process started keeping the position: the file is trusted
-    /// only if written since (see [`Self::read`]).
+    /// When this process started keeping the position (wall clock): the
+    /// shared file is trusted only if written since (see [`Self::trusted`]).
     since_ms: u64,
+    /// A held position to write to the shared file (`<data_dir>/kevy-position`).
+    to_write: Option<FileHeld>,
 }
 
 /// The offset to report and whether the node's link to its upstream counts
@@ -177,17 +216,19 @@ pub(crate) struct Reported {
     pub(crate) generation: Option<u64>,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 impl StreamPosition {
-    pub(crate) fn with_file(mut self, path: PathBuf) -> StreamPosition {
-        self.file = Some(path);
-        self.since_ms = now_ms();
-        self
+    /// A tracker that trusts the shared file only for positions written
+    /// since `since_ms` (wall clock): this process's own start.
+    pub(crate) fn since(since_ms: u64) -> StreamPosition {
+        StreamPosition {
+            since_ms,
+            ..StreamPosition::default()
+        }
+    }
+
+    /// The position to write to the shared file, once.
+    pub(crate) fn take_write(&mut self) -> Option<FileHeld> {
+        self.to_write.take()
     }
 
     /// The data node answered as `identity`: a different process holds
@@ -221,15 +262,17 @@ impl StreamPosition {
         }
     }
 
-    /// A poll's reading: what to report instead of `INFO`'s offset
-    /// (`info_offset`, used only when nothing is held).
-    pub(crate) fn observe(&mut self, reading: &Reading, info_offset: u64) -> Reported {
-        self.observe_at(reading, info_offset, now_ms())
-    }
-
-    /// [`Self::observe`] at `now` (milliseconds since the epoch, the clock
-    /// [`FLOOR_GRACE_MS`] is counted on).
-    pub(crate) fn observe_at(&mut self, reading: &Reading, info_offset: u64, now: u64) -> Reported {
+    /// A poll's reading at `now` (wall clock, the clock [`FLOOR_GRACE_MS`]
+    /// and the shared file are counted on): what to report instead of
+    /// `INFO`'s offset (`info_offset`, used only when nothing is held);
+    /// `file` is what the shared file holds now.
+    pub(crate) fn observe_at(
+        &mut self,
+        reading: &Reading,
+        info_offset: u64,
+        file: Option<&FileHeld>,
+        now: u64,
+    ) -> Reported {
         if let Reading::Replica { generation, .. } = *reading {
             if generation != 0 && self.floor_generation.is_none() {
                 self.floor_generation = Some(generation);
@@ -250,7 +293,7 @@ impl StreamPosition {
                 generation,
             };
         }
-        let (generation, offset) = match self.newest_held() {
+        let (generation, offset) = match self.newest_held(file) {
             Some(held) => (held.generation, held.offset),
             None => {
                 if !self.fallback_logged {
@@ -305,69 +348,60 @@ impl StreamPosition {
     /// What the pipeline read just before a `REPLICAOF` ended the runner:
     /// held (and written for the watchdog or a restarted elector) if the
     /// node had joined a feed; the runner that follows starts over.
-    pub(crate) fn leaving(&mut self, reading: Option<&Reading>) {
+    pub(crate) fn leaving_at(&mut self, reading: Option<&Reading>, now: u64) {
         if let Some((generation, offset)) = reading.and_then(|r| self.joined(r)) {
             let held = Held {
                 generation,
                 offset,
-                at_ms: now_ms(),
+                at_ms: now,
             };
             self.held = Some(held);
-            self.write(held);
+            if let Some(identity) = &self.identity {
+                self.to_write = Some(FileHeld {
+                    identity: identity.clone(),
+                    held,
+                });
+            }
         }
         self.join_floor = 0;
         self.floor_generation = None;
         self.short_of_floor_since_ms = None;
     }
 
-    /// `INFO server` (whose kevy process this is), `INFO replication` and
-    /// `REPL.TOKEN`, back to back, followed by `then` in the same pipeline:
-    /// a `REPLICAOF`, which replaces the runner whose position they read
-    /// (held by [`Self::leaving`]); its error, if any, is the call's. A
-    /// reading of an unexpected shape is said in a warning and changes
+    /// What the pipeline of a `REPLICAOF` read first (`INFO server`,
+    /// `INFO replication`, `REPL.TOKEN`, back to back; the executor runs it):
+    /// whose kevy process this is, and the runner's position just before the
+    /// `REPLICAOF` replaced it (held by [`Self::leaving_at`] when `replaced`).
+    /// A reading of an unexpected shape is said in a warning and changes
     /// nothing.
-    pub(crate) async fn read_then(
+    pub(crate) fn read_in_pipeline(
         &mut self,
-        client: &mut RespClient,
-        then: Option<&[&str]>,
-    ) -> Result<Option<Reading>, DataNodeError> {
-        let mut commands: Vec<&[&str]> = vec![
-            &["INFO", "server"],
-            &["INFO", "replication"],
-            &["REPL.TOKEN"],
-        ];
-        commands.extend(then);
-        let replies = client.pipeline(&commands).await?;
-        if let (Some(args), Some(redis::Value::ServerError(e))) = (then, replies.get(3)) {
-            return Err(DataNodeError::Refused {
-                command: args.join(" "),
-                message: format!("{}: {}", e.code(), e.details().unwrap_or_default()),
-            });
+        server: Option<&str>,
+        replication: Option<&str>,
+        token: Option<&redis::Value>,
+        replaced: bool,
+        now: u64,
+    ) -> Option<Reading> {
+        if let Some(server) = server {
+            self.identify(parse_identity(server).as_deref());
         }
-        let text = |i: usize| match replies.get(i) {
-            Some(redis::Value::BulkString(text)) => {
-                Some(String::from_utf8_lossy(text).into_owned())
-            }
-            _ => None,
-        };
-        if let Some(server) = text(0) {
-            self.identify(parse_identity(&server).as_deref());
-        }
-        let info = text(1).and_then(|t| ReplicationInfo::parse(&t).ok());
+        let info = replication.and_then(|t| ReplicationInfo::parse(t).ok());
         let reading = info
             .as_ref()
-            .zip(replies.get(2))
+            .zip(token)
             .and_then(|(info, token)| parse_reading(info, token));
         if reading.is_none() {
             tracing::warn!(
-                ?replies,
+                ?server,
+                ?replication,
+                ?token,
                 "kevy: unexpected INFO/REPL.TOKEN reply; position not read"
             );
         }
-        if then.is_some() {
-            self.leaving(reading.as_ref());
+        if replaced {
+            self.leaving_at(reading.as_ref(), now);
         }
-        Ok(reading)
+        reading
     }
 
     /// The node was pointed at an upstream whose feed was at `upstream`:
@@ -382,44 +416,20 @@ impl StreamPosition {
     /// The newer of ours and the file's (written by whoever ran the last
     /// `REPLICAOF` with a joined runner: us, or the watchdog while we were
     /// silent), for this kevy process only.
-    fn newest_held(&self) -> Option<Held> {
-        let from_file = self.read();
+    fn newest_held(&self, file: Option<&FileHeld>) -> Option<Held> {
+        let from_file = file.filter(|f| self.trusted(f)).map(|f| f.held);
         match (self.held, from_file) {
             (Some(a), Some(b)) => Some(if b.at_ms > a.at_ms { b } else { a }),
             (a, b) => a.or(b),
         }
     }
 
-    /// The file's position, if written since we started, for the kevy
+    /// The file's position counts if written since we started, for the kevy
     /// process we have seen. Not across our own restart: kevy has no run
     /// id, and a kevy restarted with its container has a new process with
     /// the same process id (and perhaps none of the data).
-    fn read(&self) -> Option<Held> {
-        let text = std::fs::read_to_string(self.file.as_ref()?).ok()?;
-        let mut parts = text.split_whitespace();
-        let (identity, offset, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
-        let generation = parts.next().and_then(|g| g.parse().ok());
-        let held = Held {
-            generation,
-            offset: offset.parse().ok()?,
-            at_ms: at_ms.parse().ok()?,
-        };
-        (Some(identity) == self.identity.as_deref() && held.at_ms >= self.since_ms).then_some(held)
-    }
-
-    /// Best effort: a failed write leaves the file older than our memory,
-    /// which [`Self::newest_held`] prefers anyway.
-    fn write(&self, held: Held) {
-        let (Some(path), Some(identity)) = (&self.file, &self.identity) else {
-            return;
-        };
-        let tmp = path.with_extension("tmp");
-        let generation = held.generation.map(|g| format!(" {g}")).unwrap_or_default();
-        let text = format!("{identity} {} {}{generation}\n", held.offset, held.at_ms);
-        let result = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
-        if let Err(e) = result {
-            tracing::warn!(path = %path.display(), error = %e, "kevy: writing the held position failed");
-        }
+    fn trusted(&self, file: &FileHeld) -> bool {
+        Some(file.identity.as_str()) == self.identity.as_deref() && file.held.at_ms >= self.since_ms
     }
 }
 

@@ -41,16 +41,16 @@ fn a_floor_read_in_the_upstreams_previous_feed_binds_no_runner_of_its_new_one() 
         offset: 436,
         generation: Some(7),
     });
-    let r = p.observe(&replica(8, 0, false), 0);
+    let r = p.observe_at(&replica(8, 0, false), 0, None, 0);
     assert_eq!((r.offset, r.link_joined), (0, true));
     // Read in the feed the runner hears: binding.
-    p.leaving(Some(&replica(8, 0, false)));
+    p.leaving_at(Some(&replica(8, 0, false)), 0);
     p.following(UpstreamAt {
         offset: 40,
         generation: Some(8),
     });
-    assert!(!p.observe(&replica(8, 39, false), 0).link_joined);
-    assert!(p.observe(&replica(8, 40, false), 0).link_joined);
+    assert!(!p.observe_at(&replica(8, 39, false), 0, None, 0).link_joined);
+    assert!(p.observe_at(&replica(8, 40, false), 0, None, 0).link_joined);
 }
 
 #[test]
@@ -62,15 +62,18 @@ fn a_runner_short_only_of_its_floor_for_three_heartbeats_counts_as_joined() {
     });
     let t0 = 1_000_000;
     assert!(
-        !p.observe_at(&replica(8, 0, true), 0, t0).link_joined,
+        !p.observe_at(&replica(8, 0, true), 0, None, t0).link_joined,
         "loading"
     );
-    assert!(!p.observe_at(&replica(8, 0, false), 0, t0 + 100).link_joined);
     assert!(
-        !p.observe_at(&replica(8, 0, false), 0, t0 + 3_000)
+        !p.observe_at(&replica(8, 0, false), 0, None, t0 + 100)
             .link_joined
     );
-    let r = p.observe_at(&replica(8, 0, false), 0, t0 + 3_100);
+    assert!(
+        !p.observe_at(&replica(8, 0, false), 0, None, t0 + 3_000)
+            .link_joined
+    );
+    let r = p.observe_at(&replica(8, 0, false), 0, None, t0 + 3_100);
     assert_eq!((r.offset, r.link_joined), (0, true));
 }
 
@@ -106,8 +109,11 @@ fn a_primarys_position_is_its_tokens_with_info_as_the_fallback() {
 #[test]
 fn a_replica_that_has_not_heard_its_new_upstream_reports_the_position_it_held_with_its_link_down() {
     let mut p = tracker();
-    assert_eq!(p.observe(&replica(3, 1431, false), 1532).offset, 1431);
-    p.leaving(Some(&replica(3, 1431, false)));
+    assert_eq!(
+        p.observe_at(&replica(3, 1431, false), 1532, None, 0).offset,
+        1431
+    );
+    p.leaving_at(Some(&replica(3, 1431, false)), 0);
     p.following(floor(40));
     // The new runner: no heartbeat yet, or its snapshot still loading, or
     // not yet at what the upstream held when we pointed the node there.
@@ -116,82 +122,105 @@ fn a_replica_that_has_not_heard_its_new_upstream_reports_the_position_it_held_wi
         replica(5, 0, true),
         replica(5, 39, false),
     ] {
-        let r = p.observe(&reading, 1532);
+        let r = p.observe_at(&reading, 1532, None, 0);
         assert_eq!((r.offset, r.link_joined), (1431, false), "{reading:?}");
     }
-    let r = p.observe(&replica(5, 40, false), 1532);
+    let r = p.observe_at(&replica(5, 40, false), 1532, None, 0);
     assert_eq!((r.offset, r.link_joined), (40, true));
 }
 
 #[test]
 fn an_upstream_promoted_again_before_the_runner_joined_lifts_the_floor_of_its_old_feed() {
     let mut p = tracker();
-    p.leaving(Some(&Reading::Primary {
-        generation: None,
-        offset: 50,
-    }));
+    p.leaving_at(
+        Some(&Reading::Primary {
+            generation: None,
+            offset: 50,
+        }),
+        0,
+    );
     p.following(floor(500));
-    assert!(!p.observe(&replica(7, 20, false), 0).link_joined);
+    assert!(!p.observe_at(&replica(7, 20, false), 0, None, 0).link_joined);
     // The upstream's feed restarted (generation 8): its offsets begin at 0.
-    let r = p.observe(&replica(8, 3, false), 0);
+    let r = p.observe_at(&replica(8, 3, false), 0, None, 0);
     assert_eq!((r.offset, r.link_joined), (3, true));
 }
 
 #[test]
 fn an_isolated_replica_keeps_the_position_read_in_the_pipeline_of_its_isolation() {
     let mut p = tracker();
-    p.observe(&replica(3, 900, false), 0);
+    p.observe_at(&replica(3, 900, false), 0, None, 0);
     // Frames acknowledged after the last poll are in the pipeline's read.
-    p.leaving(Some(&replica(3, 1000, false)));
-    let r = p.observe(&nowhere(), 1532);
+    p.leaving_at(Some(&replica(3, 1000, false)), 0);
+    let r = p.observe_at(&nowhere(), 1532, None, 0);
     assert_eq!((r.offset, r.link_joined), (1000, false));
 }
 
 #[test]
 fn a_runner_that_had_not_joined_when_isolated_leaves_the_older_position_held() {
     let mut p = tracker();
-    p.observe(
+    p.observe_at(
         &Reading::Primary {
             generation: None,
             offset: 700,
         },
         0,
+        None,
+        0,
     );
-    p.leaving(Some(&Reading::Primary {
-        generation: None,
-        offset: 720,
-    }));
+    p.leaving_at(
+        Some(&Reading::Primary {
+            generation: None,
+            offset: 720,
+        }),
+        0,
+    );
     p.following(floor(10));
-    p.leaving(Some(&replica(0, 0, false)));
-    assert_eq!(p.observe(&nowhere(), 1532).offset, 720);
+    p.leaving_at(Some(&replica(0, 0, false)), 0);
+    assert_eq!(p.observe_at(&nowhere(), 1532, None, 0).offset, 720);
 }
 
 #[test]
 fn with_nothing_held_the_info_offset_is_the_fallback() {
     let mut p = tracker();
-    assert_eq!(p.observe(&nowhere(), 77).offset, 77);
+    assert_eq!(p.observe_at(&nowhere(), 77, None, 0).offset, 77);
 }
 
 #[test]
 fn the_watchdogs_newer_capture_beats_the_electors_memory_and_another_kevy_or_an_older_file_is_ignored(
 ) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = position_path(dir.path());
-    let mut elector = tracker().with_file(path.clone());
-    elector.observe(&replica(3, 500, false), 0);
-    // The elector is frozen; the watchdog isolates the node later.
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    let mut watchdog = tracker().with_file(path.clone());
-    watchdog.leaving(Some(&replica(3, 800, false)));
-    assert_eq!(elector.observe(&nowhere(), 0).offset, 800);
+    let mut elector = StreamPosition::since(1_000);
+    elector.identify(Some("process_id:7"));
+    elector.observe_at(&replica(3, 500, false), 0, None, 1_100);
+    // The elector is frozen; the watchdog isolates the node later and
+    // writes what it read to the shared file.
+    let mut watchdog = StreamPosition::since(1_200);
+    watchdog.identify(Some("process_id:7"));
+    watchdog.leaving_at(Some(&replica(3, 800, false)), 1_300);
+    let file = watchdog
+        .take_write()
+        .expect("the watchdog writes its capture");
+    assert_eq!(FileHeld::parse(&file.render()), Some(file.clone()));
+    assert_eq!(
+        elector.observe_at(&nowhere(), 0, Some(&file), 1_400).offset,
+        800
+    );
     // A restarted kevy (another process) holds nothing either wrote.
     elector.identify(Some("process_id:8"));
-    assert_eq!(elector.observe(&nowhere(), 3).offset, 3);
+    assert_eq!(
+        elector.observe_at(&nowhere(), 3, Some(&file), 1_500).offset,
+        3
+    );
     // A restarted elector does not trust a file from before its start: the
     // same process id may be a kevy restarted with its container.
-    std::thread::sleep(std::time::Duration::from_millis(5));
-    let mut restarted = tracker().with_file(path);
-    assert_eq!(restarted.observe(&nowhere(), 1532).offset, 1532);
+    let mut restarted = StreamPosition::since(2_000);
+    restarted.identify(Some("process_id:7"));
+    assert_eq!(
+        restarted
+            .observe_at(&nowhere(), 1532, Some(&file), 2_100)
+            .offset,
+        1532
+    );
 }
 
 fn info(text: &str) -> ReplicationInfo {

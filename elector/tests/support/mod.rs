@@ -8,6 +8,7 @@ pub mod netns;
 mod observe;
 mod ports;
 mod restarts;
+#[allow(unused_imports)] // used by tests/data_safety.rs only
 pub use restarts::DataRestart;
 pub mod sentinel_peer;
 

@@ -44,6 +44,9 @@ pub struct Observed {
 }
 
 /// The result of the last command.
+// One outcome lives per data-node command and is consumed at once; boxing
+// the read would only add an allocation per poll.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Outcome {
     Applied(Result<(), DataNodeError>),

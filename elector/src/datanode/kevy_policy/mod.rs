@@ -1,0 +1,522 @@
+//! kevy 7.0.0's rules as a pure policy (docs/architecture.md §kevy;
+//! protocol §6.4, §6.10): readings in (`INFO`, `REPL.TOKEN`, the watchdog's
+//! clamp count, the shared position file, the clock), commands or a typed
+//! refusal out. `KevyNode` (`kevy.rs`) only carries the commands out, and the
+//! simulator runs this very policy against its kevy server model, so the
+//! rules that bit us run under the seeds, not only against real kevy.
+//!
+//! Each operation on the node (a target to apply, the blind fence, the
+//! watchdog's clamp) is a step machine: [`KevyPolicy::apply`] (and its
+//! siblings) return the first [`KevyStep`], [`KevyPolicy::resume`] takes the
+//! outcome of each command and returns the next, until `Done`. What the
+//! rules are, in one place:
+//! - **promotion** (`REPLICAOF NO ONE`) waits out the acknowledgement records
+//!   of the node's last primary term ([`super::kevy_hold`]), then lifts any
+//!   quiesce; the node is then the writable primary we made;
+//! - **a lapsed lease** keeps a primary a primary, quiesced, so its feed
+//!   generation survives a quorum flap ([`super::kevy_quiesce`]); the
+//!   quiesce gives way to demotion once its oldest handover thread is 60 s
+//!   old (the core then resigns: a promotion is a new stream, §6.10);
+//! - **a handover** quiesces a primary, never demotes it;
+//! - **following** waits until the upstream reports itself a primary, and
+//!   reads where its feed was (the join floor of [`super::kevy_stream`]);
+//! - **every `REPLICAOF`** reads the runner's position in the same pipeline
+//!   and releases what kevy's join would wait for (a hanging connect to the
+//!   upstream it leaves, or our hold at nowhere);
+//! - **observations** report the runner's own position (`REPL.TOKEN`), the
+//!   feed generation as the stream, pad past acknowledgements kept from an
+//!   earlier generation, and arm the acknowledgement nudger.
+
+mod observe;
+
+use super::kevy_hold::PromotionHold;
+use super::kevy_quiesce::Quiesce;
+use super::kevy_stream::{StreamPosition, UpstreamAt};
+use super::{DataNodeError, ReplicationInfo, NOWHERE};
+use crate::core::{DataNodeTarget, Millis};
+
+pub use observe::{KevyReading, KevyView, NudgeView};
+
+/// How long one attempt to follow a new primary waits for its kevy to
+/// report itself a primary (a replica of a kevy replica acknowledges
+/// offsets of its old feed generation, which `WAIT` would count once it is
+/// promoted: `tests/kevy_repromotion.rs`).
+pub const PROMOTION_WAIT_MS: Millis = 1_000;
+
+/// The clocks the policy reads: the executor's monotonic milliseconds, and
+/// the wall clock it shares with the watchdog (another process) through the
+/// position file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Clock {
+    pub mono: Millis,
+    pub wall: u64,
+}
+
+/// What a `REPLICAOF` must cut short for kevy to answer without waiting on
+/// its replication thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release {
+    Nothing,
+    /// Hanging connects to the upstream the node leaves ([`super::stale_connect`]).
+    HangingConnects {
+        host: String,
+        port: u16,
+    },
+    /// Our hold of its connects at [`NOWHERE`] ([`super::nowhere_hold`]).
+    HeldAtNowhere,
+}
+
+/// One command for the executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KevyCommand {
+    /// `INFO replication` (and `INFO server`'s identity), fresh.
+    ReadRole,
+    /// Resolve a member's configured data address (`host:port`).
+    Resolve { addr: String },
+    /// Probe the upstream at its client address until it reports itself a
+    /// primary (`within` ms at most), then read its feed (`REPL.TOKEN`).
+    AwaitPrimary { addr: String, within: Millis },
+    /// `INFO server`, `INFO replication`, `REPL.TOKEN` and `REPLICAOF` in one
+    /// pipeline (`to: None`: `NO ONE`), releasing `release` meanwhile.
+    ReplicaOf {
+        to: Option<(String, u16)>,
+        release: Release,
+    },
+    /// `FAILOVER <nowhere> TIMEOUT <QUIESCE_TIMEOUT_MS>`: writes refused.
+    Quiesce,
+    /// `FAILOVER ABORT`.
+    LiftQuiesce,
+    /// Wait this long before the next command.
+    Sleep(Millis),
+}
+
+/// What the pipeline of a `REPLICAOF` read before it (raw replies).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PipelineRead {
+    pub server: Option<String>,
+    pub replication: Option<String>,
+    pub token: Option<redis::Value>,
+}
+
+/// The outcome of the last command.
+#[derive(Debug)]
+pub enum KevyOutcome {
+    Role(Result<ReplicationInfo, DataNodeError>),
+    Resolved(Result<(String, u16), DataNodeError>),
+    /// `None`: the upstream did not become a primary in time.
+    Upstream(Option<UpstreamAt>),
+    Replicated(Result<PipelineRead, DataNodeError>),
+    Quiesced(Result<(), DataNodeError>),
+    Lifted(Result<(), DataNodeError>),
+    Slept,
+}
+
+/// What the executor does next.
+#[derive(Debug)]
+pub enum KevyStep {
+    Run(KevyCommand),
+    Done(Result<(), DataNodeError>),
+}
+
+/// The operation in progress and where it stands.
+#[derive(Debug)]
+enum Op {
+    /// `REPLICAOF NO ONE`, then lift any quiesce.
+    Promote,
+    /// Read the role; wait for old handover threads; quiesce.
+    HandOver,
+    /// A lapsed lease's fence: the quiesce, or demotion.
+    FencePrimary,
+    /// Demotion to a replica of nowhere, then lift any quiesce.
+    Isolate,
+    /// Resolve; await the upstream's promotion; `REPLICAOF`; lift.
+    Follow {
+        addr: String,
+        at: Option<(String, u16)>,
+        upstream: UpstreamAt,
+    },
+    /// `REPLICAOF` nowhere, nothing read first.
+    FenceBlind,
+    /// The watchdog: read the role; a replica of nowhere is left as it is.
+    WatchdogClamp,
+}
+
+/// The policy's settings (from `data_node`).
+#[derive(Debug, Clone)]
+pub struct KevySettings {
+    /// Added to a member's client port to reach where its replicas dial
+    /// (its replication gate, §6.10).
+    pub replication_port_offset: u16,
+    pub abort_stale_connects: bool,
+    /// The elector holds this node's connects at [`NOWHERE`].
+    pub nowhere_hold: bool,
+    pub ack_nudge: bool,
+    /// kevy's `[replication] reconnect_window_ms`.
+    pub reconnect_window_ms: Millis,
+}
+
+/// The policy's memory of one kevy process (and of its own commands).
+#[derive(Debug)]
+pub struct KevyPolicy {
+    settings: KevySettings,
+    hold: PromotionHold,
+    quiesce: Quiesce,
+    stream: StreamPosition,
+    /// The member address we last told it to follow, and where that is.
+    following: Option<(String, String, u16)>,
+    /// The replication address kevy itself reported following last.
+    upstream_seen: Option<(String, u16)>,
+    /// The last target we applied made it the writable primary.
+    writable_applied: bool,
+    /// The watchdog's clamp count at our last reading, and when.
+    watchdog_clamps_seen: Option<u64>,
+    watchdog_clamps_read_at: Option<Millis>,
+    /// Since when the node has been armed for the nudger without a break.
+    nudge_armed_since: Option<Millis>,
+    /// Stale acknowledgements logged (once per occurrence), and too far.
+    stale_logged: bool,
+    stale_far_logged: bool,
+    op: Option<Op>,
+}
+
+impl KevyPolicy {
+    /// A policy whose shared-file positions count from `started_wall`.
+    pub fn new(settings: KevySettings, started_wall: u64) -> KevyPolicy {
+        KevyPolicy {
+            hold: PromotionHold::new(settings.reconnect_window_ms),
+            settings,
+            quiesce: Quiesce::default(),
+            stream: StreamPosition::since(started_wall),
+            following: None,
+            upstream_seen: None,
+            writable_applied: false,
+            watchdog_clamps_seen: None,
+            watchdog_clamps_read_at: None,
+            nudge_armed_since: None,
+            stale_logged: false,
+            stale_far_logged: false,
+            op: None,
+        }
+    }
+
+    /// The held position to write to the shared file, once.
+    pub fn take_position_write(&mut self) -> Option<String> {
+        self.stream.take_write().map(|f| f.render())
+    }
+
+    /// This node is the writable primary we made, not quiesced: the only
+    /// state in which frames of ours (nudges, padding) may be written.
+    pub fn ours_and_writable(&self) -> bool {
+        self.writable_applied && self.quiesce.is_lifted()
+    }
+
+    /// Starts applying `target`.
+    pub fn apply(&mut self, target: &DataNodeTarget, clock: Clock) -> KevyStep {
+        // Demotions come before lifting a quiesce, so a draining primary is
+        // never writable in between; nothing of ours is written meanwhile.
+        self.writable_applied = false;
+        self.nudge_armed_since = None;
+        let now = clock.mono;
+        match target {
+            DataNodeTarget::Primary => {
+                if let Some(left) = self.hold.remaining(now) {
+                    return self.done(Err(DataNodeError::PromotionHeld {
+                        remaining_ms: left,
+                        window_ms: self.hold.window(),
+                    }));
+                }
+                self.start(Op::Promote, self.replicaof(None))
+            }
+            DataNodeTarget::HandingOver => {
+                self.following = None;
+                self.start(Op::HandOver, KevyCommand::ReadRole)
+            }
+            DataNodeTarget::FencedPrimary => self.fence_primary(now),
+            DataNodeTarget::Isolated => self.isolate(),
+            DataNodeTarget::Follow { primary_addr, .. } => self.start(
+                Op::Follow {
+                    addr: primary_addr.clone(),
+                    at: None,
+                    upstream: UpstreamAt::NONE,
+                },
+                KevyCommand::Resolve {
+                    addr: primary_addr.clone(),
+                },
+            ),
+        }
+    }
+
+    /// Refuses writes without reading anything first (`INFO` fails):
+    /// demotion, kevy's only general fence.
+    pub fn fence_blind(&mut self) -> KevyStep {
+        self.writable_applied = false;
+        self.nudge_armed_since = None;
+        self.start(Op::FenceBlind, self.replicaof(Some(nowhere())))
+    }
+
+    /// The watchdog's fence (another process, its own policy): the lapsed
+    /// lease's, after reading the role (it has not been polling).
+    pub fn watchdog_clamp(&mut self) -> KevyStep {
+        self.writable_applied = false;
+        self.start(Op::WatchdogClamp, KevyCommand::ReadRole)
+    }
+
+    /// A new silence of the elector begins (the watchdog): a quiesce set in
+    /// an earlier one may since have been lifted or replaced.
+    pub fn watchdog_silence_began(&mut self) {
+        self.quiesce.forget();
+    }
+
+    /// Whether a reading of the node already is `target`.
+    pub fn satisfies(&self, info: &ReplicationInfo, target: &DataNodeTarget, now: Millis) -> bool {
+        let follows_nowhere = info.follows(NOWHERE.0, NOWHERE.1);
+        match target {
+            DataNodeTarget::Primary => info.is_master() && self.quiesce.is_lifted(),
+            DataNodeTarget::HandingOver => info.is_master() && self.quiesce.is_set(),
+            DataNodeTarget::FencedPrimary => {
+                (info.is_master() && self.quiesce.is_set() && !self.quiesce.outlived(now))
+                    || follows_nowhere
+            }
+            DataNodeTarget::Isolated => follows_nowhere,
+            DataNodeTarget::Follow { primary_addr, .. } => self
+                .following
+                .as_ref()
+                .is_some_and(|(a, h, p)| a == primary_addr && info.follows(h, *p)),
+        }
+    }
+
+    /// Takes the outcome of the last command; returns the next step.
+    pub fn resume(&mut self, outcome: KevyOutcome, clock: Clock) -> KevyStep {
+        let now = clock.mono;
+        let Some(op) = self.op.take() else {
+            return KevyStep::Done(Err(DataNodeError::Unreachable(
+                "no kevy operation in progress".into(),
+            )));
+        };
+        match (op, outcome) {
+            (Op::Promote, KevyOutcome::Replicated(read)) => {
+                match self.replaced(read, None, clock) {
+                    Err(e) => self.done(Err(e)),
+                    Ok(()) => {
+                        self.hold.observed(true, now);
+                        self.following = None;
+                        self.lift_then_done(Op::Promote)
+                    }
+                }
+            }
+            (Op::HandOver, KevyOutcome::Role(Err(e))) => self.done(Err(e)),
+            (Op::HandOver, KevyOutcome::Role(Ok(info))) if !info.is_master() => {
+                self.done(Err(DataNodeError::Refused {
+                    command: "FAILOVER (quiesce)".into(),
+                    message: "the node is not a primary; a handover cannot drain it".into(),
+                }))
+            }
+            (Op::HandOver, KevyOutcome::Role(Ok(_))) => match self.quiesce.wait_for_threads(now) {
+                Some(ms) => self.start(Op::HandOver, KevyCommand::Sleep(ms)),
+                None => self.start(Op::HandOver, KevyCommand::Quiesce),
+            },
+            (Op::HandOver, KevyOutcome::Slept) => self.start(Op::HandOver, KevyCommand::Quiesce),
+            (Op::HandOver, KevyOutcome::Quiesced(r)) => {
+                if r.is_ok() {
+                    self.quiesce.sent(now);
+                }
+                self.done(r)
+            }
+            (Op::FencePrimary, KevyOutcome::Quiesced(Ok(()))) => {
+                self.quiesce.sent(now);
+                self.following = None;
+                self.done(Ok(()))
+            }
+            // A replica after all: demote.
+            (Op::FencePrimary, KevyOutcome::Quiesced(Err(DataNodeError::Refused { .. }))) => {
+                self.isolate()
+            }
+            (Op::FencePrimary, KevyOutcome::Quiesced(Err(e))) => self.done(Err(e)),
+            (Op::Isolate, KevyOutcome::Replicated(read)) => {
+                match self.replaced(read, Some(nowhere()), clock) {
+                    Err(e) => self.done(Err(e)),
+                    Ok(()) => {
+                        self.hold.demoted(now);
+                        self.following = None;
+                        self.lift_then_done(Op::Isolate)
+                    }
+                }
+            }
+            (op @ (Op::Promote | Op::Isolate | Op::Follow { .. }), KevyOutcome::Lifted(r)) => {
+                if r.is_ok() {
+                    self.quiesce.lifted(now);
+                    self.writable_applied = matches!(op, Op::Promote);
+                }
+                self.done(r)
+            }
+            (Op::Follow { addr, .. }, KevyOutcome::Resolved(Ok((host, client_port)))) => {
+                let port = client_port.saturating_add(self.settings.replication_port_offset);
+                let at = Some((host, port));
+                // Re-applied to the same primary: no new floor to reach.
+                if self.following.as_ref().is_some_and(|(a, _, _)| *a == addr) {
+                    let to = at.clone();
+                    let upstream = UpstreamAt::NONE;
+                    let command = self.replicaof(to);
+                    return self.start(Op::Follow { addr, at, upstream }, command);
+                }
+                let command = KevyCommand::AwaitPrimary {
+                    addr: addr.clone(),
+                    within: PROMOTION_WAIT_MS,
+                };
+                let upstream = UpstreamAt::NONE;
+                self.start(Op::Follow { addr, at, upstream }, command)
+            }
+            (Op::Follow { .. }, KevyOutcome::Resolved(Err(e))) => self.done(Err(e)),
+            (Op::Follow { addr, .. }, KevyOutcome::Upstream(None)) => {
+                self.done(Err(DataNodeError::UpstreamNotPrimary(addr)))
+            }
+            (Op::Follow { addr, at, .. }, KevyOutcome::Upstream(Some(upstream))) => {
+                let command = self.replicaof(at.clone());
+                self.start(Op::Follow { addr, at, upstream }, command)
+            }
+            (Op::Follow { addr, at, upstream }, KevyOutcome::Replicated(read)) => {
+                match self.replaced(read, at.clone(), clock) {
+                    Err(e) => self.done(Err(e)),
+                    Ok(()) => {
+                        self.stream.following(upstream);
+                        self.hold.demoted(now);
+                        if let Some((host, port)) = at.clone() {
+                            self.following = Some((addr.clone(), host, port));
+                        }
+                        self.lift_then_done(Op::Follow { addr, at, upstream })
+                    }
+                }
+            }
+            (Op::FenceBlind, KevyOutcome::Replicated(read)) => {
+                let result = self.replaced(read, Some(nowhere()), clock);
+                if result.is_ok() {
+                    self.hold.demoted(now);
+                }
+                self.following = None;
+                self.done(result)
+            }
+            (Op::WatchdogClamp, KevyOutcome::Role(read)) => {
+                if let Ok(info) = &read {
+                    self.hold.observed(info.is_master(), now);
+                    // Already fenced: a `REPLICAOF` would only restart kevy's
+                    // thread, whose connect the silent elector may hold at
+                    // nowhere and could not release.
+                    if !info.is_master() && info.follows(NOWHERE.0, NOWHERE.1) {
+                        self.following = None;
+                        return self.done(Ok(()));
+                    }
+                }
+                self.fence_primary(now)
+            }
+            (op, outcome) => {
+                tracing::error!(?op, ?outcome, "kevy policy: an outcome out of turn");
+                self.done(Err(DataNodeError::Unreachable(
+                    "kevy executor answered out of turn".into(),
+                )))
+            }
+        }
+    }
+
+    // ----- the rules' building blocks -----
+
+    fn start(&mut self, op: Op, command: KevyCommand) -> KevyStep {
+        self.op = Some(op);
+        KevyStep::Run(command)
+    }
+
+    fn done(&mut self, result: Result<(), DataNodeError>) -> KevyStep {
+        self.op = None;
+        KevyStep::Done(result)
+    }
+
+    /// Lifts a quiesce we may have set, then ends `op`; a promotion makes
+    /// the node the writable primary we made once nothing is quiesced.
+    fn lift_then_done(&mut self, op: Op) -> KevyStep {
+        if self.quiesce.is_lifted() {
+            self.writable_applied = matches!(op, Op::Promote);
+            return self.done(Ok(()));
+        }
+        self.start(op, KevyCommand::LiftQuiesce)
+    }
+
+    /// The lapsed lease's fence (see the module doc).
+    fn fence_primary(&mut self, now: Millis) -> KevyStep {
+        let outlived = self.quiesce.outlived(now);
+        if self.quiesce.is_set() && !outlived {
+            self.following = None;
+            return self.done(Ok(()));
+        }
+        if self.hold.was_primary() && !outlived {
+            return self.start(Op::FencePrimary, KevyCommand::Quiesce);
+        }
+        self.isolate()
+    }
+
+    fn isolate(&mut self) -> KevyStep {
+        let command = self.replicaof(Some(nowhere()));
+        self.start(Op::Isolate, command)
+    }
+
+    /// A `REPLICAOF` towards `to` (`None`: no one), with what to release.
+    fn replicaof(&self, to: Option<(String, u16)>) -> KevyCommand {
+        let release = self.leaving(to.as_ref());
+        KevyCommand::ReplicaOf { to, release }
+    }
+
+    /// What a `REPLICAOF` towards `to` must cut short (see the executor's
+    /// [`Release`]): kevy restarts its thread even towards the address it
+    /// follows, so a connect we hold is released whenever the thread may be
+    /// at [`NOWHERE`] (also when we cannot tell).
+    pub(crate) fn leaving(&self, to: Option<&(String, u16)>) -> Release {
+        if !self.settings.abort_stale_connects {
+            return Release::Nothing;
+        }
+        let from = self.upstream_seen.clone().or_else(|| {
+            self.following
+                .as_ref()
+                .map(|(_, host, port)| (host.clone(), *port))
+        });
+        let at_nowhere = from.as_ref().is_none_or(|f| (f.0.as_str(), f.1) == NOWHERE);
+        match from {
+            _ if at_nowhere && self.settings.nowhere_hold => Release::HeldAtNowhere,
+            Some(from) if !at_nowhere => {
+                if to.is_some_and(|t| *t == from) {
+                    Release::Nothing
+                } else {
+                    Release::HangingConnects {
+                        host: from.0,
+                        port: from.1,
+                    }
+                }
+            }
+            _ => Release::Nothing,
+        }
+    }
+
+    /// A `REPLICAOF`'s pipeline came back: the runner's position read
+    /// before it is held; the node now follows `to`.
+    fn replaced(
+        &mut self,
+        read: Result<PipelineRead, DataNodeError>,
+        to: Option<(String, u16)>,
+        clock: Clock,
+    ) -> Result<(), DataNodeError> {
+        let read = read?;
+        self.stream.read_in_pipeline(
+            read.server.as_deref(),
+            read.replication.as_deref(),
+            read.token.as_ref(),
+            true,
+            clock.wall,
+        );
+        self.upstream_seen = to.filter(|t| (t.0.as_str(), t.1) != NOWHERE);
+        Ok(())
+    }
+}
+
+fn nowhere() -> (String, u16) {
+    (NOWHERE.0.to_string(), NOWHERE.1)
+}
+
+#[cfg(test)]
+mod tests;

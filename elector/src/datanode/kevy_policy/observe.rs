@@ -1,0 +1,174 @@
+//! What a poll's readings of kevy mean (docs/architecture.md §kevy): the
+//! position and stream the elector reports, whether to pad past stale
+//! acknowledgements, and the acknowledgement nudger's inputs.
+
+use super::{Clock, KevyPolicy};
+use crate::core::Millis;
+use crate::datanode::ack_nudge;
+use crate::datanode::kevy_pad::{padding, Padding, MAX_GAP};
+use crate::datanode::kevy_stream::{parse_reading, FileHeld};
+use crate::datanode::ReplicationInfo;
+
+/// How long after a clamp is counted the watchdog's quiesce may have been
+/// sent before it (its command, then its count).
+const CLAMP_BEFORE_COUNT_MS: Millis = 1_000;
+
+/// What one poll read.
+#[derive(Debug, Clone)]
+pub struct KevyReading {
+    /// `INFO replication` with `INFO server`'s identity.
+    pub info: ReplicationInfo,
+    /// `REPL.TOKEN` in the same pipeline (`-LOADING` while a snapshot loads).
+    pub token: Option<redis::Value>,
+    /// The watchdog's clamp count (`None`: no counter file configured).
+    pub watchdog_clamps: Option<u64>,
+    /// What the shared position file holds now (raw).
+    pub position_file: Option<String>,
+}
+
+/// What the nudger is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NudgeView {
+    /// The node is the writable primary we made, a master now.
+    pub armed: bool,
+    /// A replica has not acknowledged all the node holds (wake the nudger).
+    pub due: bool,
+    /// What every replica acknowledged by this `INFO`, once the view has
+    /// been ours for long enough to be trusted.
+    pub acked_by_all: Option<u64>,
+    pub replicas: u64,
+}
+
+/// What the executor reports and does after a poll.
+#[derive(Debug, Clone)]
+pub struct KevyView {
+    /// `INFO` with the position, link and stream the elector reports.
+    pub info: ReplicationInfo,
+    /// Frames to write past acknowledgements kept from an earlier feed
+    /// generation (`kevy_pad`), when this is the writable primary we made.
+    pub pad_frames: u64,
+    pub nudge: NudgeView,
+}
+
+impl KevyPolicy {
+    /// Reads one poll; returns what to report and do.
+    pub fn observed(&mut self, reading: KevyReading, clock: Clock) -> KevyView {
+        let KevyReading {
+            mut info,
+            token,
+            watchdog_clamps,
+            position_file,
+        } = reading;
+        self.note_watchdog_clamps(watchdog_clamps, clock.mono);
+        info.watchdog_clamps = watchdog_clamps;
+        self.stream.identify(info.identity.as_deref());
+        if let Some(reading) = token.as_ref().and_then(|t| parse_reading(&info, t)) {
+            let file = position_file.as_deref().and_then(FileHeld::parse);
+            let reported = self
+                .stream
+                .observe_at(&reading, info.offset, file.as_ref(), clock.wall);
+            info.offset = reported.offset;
+            info.link_up &= reported.link_joined;
+            info.stream = reported.generation.map(|g| format!("kevy-feed-{g}"));
+        } else {
+            // Without the token nothing names the stream (§6.10).
+            info.stream = None;
+        }
+        self.upstream_seen = match (&info.master_host, info.master_port) {
+            (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),
+            _ => None,
+        };
+        self.hold.observed(info.is_master(), clock.mono);
+        let pad_frames = self.padding_to_write(&info);
+        let nudge = self.nudge_view(&info, clock.mono);
+        KevyView {
+            info,
+            pad_frames,
+            nudge,
+        }
+    }
+
+    /// An increase of the watchdog's count on a node we read: a quiesce we
+    /// did not set may be in force, its thread younger than our last read
+    /// (less the moment between its command and its count).
+    fn note_watchdog_clamps(&mut self, count: Option<u64>, now: Millis) {
+        let Some(count) = count else { return };
+        if self.watchdog_clamps_seen.is_some_and(|seen| count > seen) {
+            let read_at = self.watchdog_clamps_read_at.unwrap_or(now);
+            self.quiesce
+                .set_elsewhere(read_at.saturating_sub(CLAMP_BEFORE_COUNT_MS));
+        }
+        self.watchdog_clamps_seen = Some(count);
+        self.watchdog_clamps_read_at = Some(now);
+    }
+
+    /// Logs a replica acknowledgement kept from an earlier feed generation
+    /// once per occurrence, and says how many frames to pad past it while
+    /// this is the writable primary we made (`kevy_pad`).
+    fn padding_to_write(&mut self, info: &ReplicationInfo) -> u64 {
+        let padding = padding(info);
+        let stale = padding != Padding::NotNeeded;
+        if stale && !self.stale_logged {
+            tracing::error!(
+                offset = info.offset,
+                replica_acked = info.highest_replica_ack,
+                window_ms = self.hold.window(),
+                "kevy counts a replica acknowledgement from before its last promotion: WAIT may \
+                 acknowledge writes no replica has until the offset passes it (the elector pads \
+                 the feed past it while the node is its writable primary); was it demoted by hand, \
+                 or is kevy's [replication] reconnect_window_ms above data_node.kevy_reconnect_window_ms?"
+            );
+        }
+        self.stale_logged = stale;
+        self.stale_far_logged &= stale;
+        if !self.ours_and_writable() {
+            return 0;
+        }
+        match padding {
+            Padding::NotNeeded => 0,
+            Padding::Frames(frames) => frames,
+            Padding::TooFar { gap } => {
+                if !self.stale_far_logged {
+                    self.stale_far_logged = true;
+                    tracing::error!(
+                        gap,
+                        max_gap = MAX_GAP,
+                        "a replica acknowledgement kevy kept from an earlier feed generation is too far \
+                         ahead to pad past: WAIT over-counts until the offset passes it; restarting this \
+                         kevy (its records live in memory) ends it"
+                    );
+                }
+                0
+            }
+        }
+    }
+
+    /// The nudger's inputs: armed on the writable primary we made; due when
+    /// a replica has not acknowledged all the node holds (an online one
+    /// behind the feed, or a connected one not online yet while the feed
+    /// holds anything: kevy lists a freshly synced replica as `syncing`
+    /// until its first acknowledgement); the `INFO` view of what all
+    /// replicas acknowledged, once it has been ours for
+    /// [`ack_nudge::VIEW_TRUSTED_AFTER`] (a tick after a promotion it can
+    /// describe the node's previous role).
+    fn nudge_view(&mut self, info: &ReplicationInfo, now: Millis) -> NudgeView {
+        let armed = self.settings.ack_nudge && self.ours_and_writable() && info.is_master();
+        let online_behind = info
+            .slowest_replica_ack
+            .is_some_and(|acked| acked < info.offset);
+        let not_online_yet = info
+            .connected_replicas
+            .is_some_and(|connected| connected > info.online_replicas);
+        let due = armed && (online_behind || (not_online_yet && info.offset > 0));
+        self.nudge_armed_since = armed.then(|| self.nudge_armed_since.unwrap_or(now));
+        let trusted = self.nudge_armed_since.is_some_and(|since| {
+            now.saturating_sub(since) >= ack_nudge::VIEW_TRUSTED_AFTER.as_millis() as Millis
+        });
+        NudgeView {
+            armed,
+            due,
+            acked_by_all: ack_nudge::acked_by_all(info).filter(|_| trusted),
+            replicas: info.connected_replicas.unwrap_or(0),
+        }
+    }
+}

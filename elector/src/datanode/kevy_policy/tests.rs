@@ -1,0 +1,449 @@
+//! The kevy policy's rules, one operation at a time: each test scripts
+//! kevy's answers and checks the commands (docs/architecture.md §kevy).
+
+use super::*;
+
+fn settings() -> KevySettings {
+    KevySettings {
+        replication_port_offset: 10_000,
+        abort_stale_connects: true,
+        nowhere_hold: false,
+        ack_nudge: true,
+        reconnect_window_ms: 1_000,
+    }
+}
+
+fn at(mono: Millis) -> Clock {
+    Clock {
+        mono,
+        wall: 1_000_000 + mono,
+    }
+}
+
+fn policy() -> KevyPolicy {
+    KevyPolicy::new(settings(), 1_000_000)
+}
+
+fn run(
+    p: &mut KevyPolicy,
+    first: KevyStep,
+    answers: Vec<KevyOutcome>,
+    t: Millis,
+) -> (Vec<KevyCommand>, Result<(), DataNodeError>) {
+    let mut commands = Vec::new();
+    let mut step = first;
+    let mut answers = answers.into_iter();
+    loop {
+        match step {
+            KevyStep::Done(r) => return (commands, r),
+            KevyStep::Run(c) => {
+                commands.push(c.clone());
+                let outcome = answers
+                    .next()
+                    .unwrap_or_else(|| panic!("no scripted answer to {c:?}"));
+                step = p.resume(outcome, at(t));
+            }
+        }
+    }
+}
+
+fn pipeline() -> KevyOutcome {
+    KevyOutcome::Replicated(Ok(PipelineRead {
+        server: Some("kevy_version:7.0.0\r\nprocess_id:7\r\n".into()),
+        replication: Some("role:slave\r\nmaster_host:10.0.0.2\r\nmaster_port:16379\r\nmaster_link_status:up\r\nslave_repl_offset:900\r\n".into()),
+        token: Some(redis::Value::Array(vec![redis::Value::Int(3), redis::Value::Int(900)])),
+    }))
+}
+
+fn role(text: &str) -> KevyOutcome {
+    KevyOutcome::Role(Ok(ReplicationInfo::parse(text).unwrap()))
+}
+
+#[test]
+fn a_node_that_was_primary_a_moment_ago_is_promoted_only_after_kevys_window() {
+    let mut p = policy();
+    p.hold.observed(true, 0);
+    p.hold.demoted(100);
+    let first = p_apply(&mut p, DataNodeTarget::Primary, 500);
+    let (commands, r) = run(&mut p, first, vec![], 500);
+    assert!(commands.is_empty());
+    assert!(
+        matches!(r, Err(DataNodeError::PromotionHeld { .. })),
+        "{r:?}"
+    );
+    let step = p.apply(&DataNodeTarget::Primary, at(100 + 1_000 + 250));
+    assert!(matches!(
+        step,
+        KevyStep::Run(KevyCommand::ReplicaOf { to: None, .. })
+    ));
+}
+
+fn p_apply(p: &mut KevyPolicy, target: DataNodeTarget, t: Millis) -> KevyStep {
+    p.apply(&target, at(t))
+}
+
+#[test]
+fn a_promotion_reads_the_runner_in_its_pipeline_then_lifts_a_quiesce_and_arms_our_frames() {
+    let mut p = policy();
+    p.hold.observed(false, 0);
+    p.quiesce.sent(10);
+    let first = p.apply(&DataNodeTarget::Primary, at(5_000));
+    let (commands, r) = run(
+        &mut p,
+        first,
+        vec![pipeline(), KevyOutcome::Lifted(Ok(()))],
+        5_000,
+    );
+    assert!(r.is_ok());
+    assert_eq!(commands.len(), 2);
+    assert!(matches!(commands[1], KevyCommand::LiftQuiesce));
+    assert!(p.ours_and_writable());
+}
+
+#[test]
+fn a_lapsed_lease_quiesces_a_primary_and_demotes_it_once_the_quiesce_is_a_minute_old() {
+    // §6.10: the demotion that follows makes the core resign (a new stream).
+    let mut p = policy();
+    p.hold.observed(true, 0);
+    let first = p.apply(&DataNodeTarget::FencedPrimary, at(1_000));
+    let (commands, r) = run(&mut p, first, vec![KevyOutcome::Quiesced(Ok(()))], 1_000);
+    assert_eq!((commands, r.is_ok()), (vec![KevyCommand::Quiesce], true));
+    // Still within the minute: the quiesce holds, no command.
+    let first = p_apply(&mut p, DataNodeTarget::FencedPrimary, 30_000);
+    let (commands, _) = run(&mut p, first, vec![], 30_000);
+    assert!(commands.is_empty());
+    let first = p.apply(&DataNodeTarget::FencedPrimary, at(61_000));
+    let (commands, r) = run(
+        &mut p,
+        first,
+        vec![pipeline(), KevyOutcome::Lifted(Ok(()))],
+        61_000,
+    );
+    assert!(r.is_ok());
+    assert!(
+        matches!(&commands[0], KevyCommand::ReplicaOf { to: Some((h, 1)), .. } if h == "127.0.0.1"),
+        "demoted to nowhere: {commands:?}"
+    );
+}
+
+#[test]
+fn a_fence_on_a_node_that_refuses_the_quiesce_demotes_it() {
+    let mut p = policy();
+    p.hold.observed(true, 0);
+    let first = p.apply(&DataNodeTarget::FencedPrimary, at(1_000));
+    let refused = DataNodeError::Refused {
+        command: "FAILOVER".into(),
+        message: "not a primary".into(),
+    };
+    let (commands, r) = run(
+        &mut p,
+        first,
+        vec![
+            KevyOutcome::Quiesced(Err(refused)),
+            pipeline(),
+            KevyOutcome::Lifted(Ok(())),
+        ],
+        1_000,
+    );
+    assert!(r.is_ok());
+    assert!(matches!(
+        commands[1],
+        KevyCommand::ReplicaOf { to: Some(_), .. }
+    ));
+}
+
+#[test]
+fn a_handover_on_a_replica_is_refused_never_a_demotion() {
+    let mut p = policy();
+    let first = p.apply(&DataNodeTarget::HandingOver, at(0));
+    let (commands, r) = run(
+        &mut p,
+        first,
+        vec![role("role:slave\r\nslave_repl_offset:3\r\n")],
+        0,
+    );
+    assert_eq!(commands, vec![KevyCommand::ReadRole]);
+    assert!(matches!(r, Err(DataNodeError::Refused { .. })));
+}
+
+#[test]
+fn following_waits_for_the_upstreams_promotion_and_counts_its_feed_as_the_join_floor() {
+    let mut p = policy();
+    let target = DataNodeTarget::Follow {
+        primary: "n2".into(),
+        primary_addr: "n2:6379".into(),
+    };
+    let first = p.apply(&target, at(0));
+    let floor = UpstreamAt {
+        offset: 40,
+        generation: Some(8),
+    };
+    let (commands, r) = run(
+        &mut p,
+        first,
+        vec![
+            KevyOutcome::Resolved(Ok(("10.0.0.2".into(), 6379))),
+            KevyOutcome::Upstream(Some(floor)),
+            pipeline(),
+            KevyOutcome::Lifted(Ok(())),
+        ],
+        0,
+    );
+    assert!(r.is_ok(), "{r:?}");
+    assert_eq!(
+        commands[1],
+        KevyCommand::AwaitPrimary {
+            addr: "n2:6379".into(),
+            within: PROMOTION_WAIT_MS
+        }
+    );
+    assert!(
+        matches!(&commands[2], KevyCommand::ReplicaOf { to: Some((h, 16379)), .. } if h == "10.0.0.2"),
+        "{commands:?}"
+    );
+    let info =
+        ReplicationInfo::parse("role:slave\r\nmaster_host:10.0.0.2\r\nmaster_port:16379\r\n")
+            .unwrap();
+    assert!(p.satisfies(&info, &target, 0));
+    // Applied again to the same primary: no wait.
+    let first = p.apply(&target, at(10));
+    let (commands, _) = run(
+        &mut p,
+        first,
+        vec![
+            KevyOutcome::Resolved(Ok(("10.0.0.2".into(), 6379))),
+            pipeline(),
+        ],
+        10,
+    );
+    assert!(
+        matches!(commands[1], KevyCommand::ReplicaOf { .. }),
+        "{commands:?}"
+    );
+}
+
+#[test]
+fn an_upstream_that_never_becomes_a_primary_is_not_followed() {
+    let mut p = policy();
+    let target = DataNodeTarget::Follow {
+        primary: "n2".into(),
+        primary_addr: "n2:6379".into(),
+    };
+    let first = p.apply(&target, at(0));
+    let (_, r) = run(
+        &mut p,
+        first,
+        vec![
+            KevyOutcome::Resolved(Ok(("10.0.0.2".into(), 6379))),
+            KevyOutcome::Upstream(None),
+        ],
+        0,
+    );
+    assert!(matches!(r, Err(DataNodeError::UpstreamNotPrimary(_))));
+}
+
+#[test]
+fn the_watchdog_leaves_a_replica_of_nowhere_as_it_is() {
+    let mut p = policy();
+    let first = p.watchdog_clamp();
+    let (commands, r) = run(
+        &mut p,
+        first,
+        vec![role(
+            "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:1\r\nslave_repl_offset:3\r\n",
+        )],
+        0,
+    );
+    assert_eq!((commands, r.is_ok()), (vec![KevyCommand::ReadRole], true));
+}
+
+#[test]
+fn the_watchdog_quiesces_a_primary() {
+    let mut p = policy();
+    let first = p.watchdog_clamp();
+    let (commands, r) = run(
+        &mut p,
+        first,
+        vec![
+            role("role:master\r\nmaster_repl_offset:3\r\n"),
+            KevyOutcome::Quiesced(Ok(())),
+        ],
+        0,
+    );
+    assert_eq!(
+        (commands, r.is_ok()),
+        (vec![KevyCommand::ReadRole, KevyCommand::Quiesce], true)
+    );
+}
+
+fn replica_of(host: &str, port: u16) -> KevyPolicy {
+    let mut p = policy();
+    p.upstream_seen = Some((host.to_string(), port));
+    p
+}
+
+#[test]
+fn a_retarget_releases_connects_to_the_upstream_kevy_last_reported() {
+    let p = replica_of("10.0.0.2", 16379);
+    let expected = Release::HangingConnects {
+        host: "10.0.0.2".into(),
+        port: 16379,
+    };
+    assert_eq!(p.leaving(Some(&("10.0.0.3".into(), 16380))), expected);
+    assert_eq!(p.leaving(None), expected, "a promotion leaves it too");
+    assert_eq!(
+        p.leaving(Some(&("10.0.0.2".into(), 16379))),
+        Release::Nothing
+    );
+}
+
+#[test]
+fn leaving_nowhere_releases_the_held_connects_unless_switched_off() {
+    let mut held = KevyPolicy::new(
+        KevySettings {
+            nowhere_hold: true,
+            ..settings()
+        },
+        0,
+    );
+    held.upstream_seen = Some((NOWHERE.0.into(), NOWHERE.1));
+    assert_eq!(held.leaving(None), Release::HeldAtNowhere);
+    assert_eq!(
+        held.leaving(Some(&("10.0.0.3".into(), 16380))),
+        Release::HeldAtNowhere
+    );
+    held.upstream_seen = None;
+    assert_eq!(
+        held.leaving(None),
+        Release::HeldAtNowhere,
+        "unknown: may be held"
+    );
+    let off = KevyPolicy::new(
+        KevySettings {
+            abort_stale_connects: false,
+            nowhere_hold: true,
+            ..settings()
+        },
+        0,
+    );
+    assert_eq!(off.leaving(None), Release::Nothing);
+    let unheld = replica_of(NOWHERE.0, NOWHERE.1);
+    assert_eq!(unheld.leaving(None), Release::Nothing);
+}
+
+fn primary_info(offset: u64, acked: Option<u64>) -> ReplicationInfo {
+    ReplicationInfo {
+        role: "master".into(),
+        offset,
+        slowest_replica_ack: acked,
+        online_replicas: u64::from(acked.is_some()),
+        connected_replicas: Some(u64::from(acked.is_some())),
+        ..ReplicationInfo::default()
+    }
+}
+
+fn observe(p: &mut KevyPolicy, info: ReplicationInfo, t: Millis) -> KevyView {
+    let token = redis::Value::Array(vec![
+        redis::Value::Int(5),
+        redis::Value::Int(info.offset as i64),
+    ]);
+    p.observed(
+        KevyReading {
+            info,
+            token: Some(token),
+            watchdog_clamps: None,
+            position_file: None,
+        },
+        at(t),
+    )
+}
+
+fn writable_primary() -> KevyPolicy {
+    let mut p = policy();
+    p.writable_applied = true;
+    p.quiesce.lifted(0);
+    p
+}
+
+#[test]
+fn a_primarys_reading_reports_the_tokens_offset_and_its_feed_generation_as_the_stream() {
+    let mut p = writable_primary();
+    let view = observe(&mut p, primary_info(20, Some(20)), 0);
+    assert_eq!(view.info.offset, 20);
+    assert_eq!(view.info.stream.as_deref(), Some("kevy-feed-5"));
+    let untokened = p.observed(
+        KevyReading {
+            info: primary_info(20, None),
+            token: None,
+            watchdog_clamps: None,
+            position_file: None,
+        },
+        at(1),
+    );
+    assert_eq!(untokened.info.stream, None, "nothing names the stream");
+}
+
+#[test]
+fn a_writable_primary_wakes_the_nudger_while_a_replica_lags_and_not_otherwise() {
+    let mut p = writable_primary();
+    assert!(observe(&mut p, primary_info(20, Some(18)), 0).nudge.due);
+    assert!(!observe(&mut p, primary_info(20, Some(20)), 1).nudge.due);
+    let mut syncing = primary_info(20, None);
+    syncing.connected_replicas = Some(1);
+    assert!(
+        observe(&mut p, syncing.clone(), 2).nudge.due,
+        "not online yet"
+    );
+    syncing.offset = 0;
+    assert!(
+        !observe(&mut p, syncing, 3).nudge.due,
+        "a new feed with nothing in it"
+    );
+    let mut fenced = policy();
+    assert!(
+        !observe(&mut fenced, primary_info(20, Some(18)), 0)
+            .nudge
+            .armed
+    );
+    let mut draining = writable_primary();
+    draining.quiesce.sent(5);
+    assert!(
+        !observe(&mut draining, primary_info(20, Some(18)), 6)
+            .nudge
+            .armed,
+        "handing over"
+    );
+}
+
+#[test]
+fn stale_acknowledgements_are_padded_past_only_on_the_writable_primary_we_made() {
+    let mut p = writable_primary();
+    let mut info = primary_info(10, Some(10));
+    info.highest_replica_ack = Some(50);
+    assert_eq!(observe(&mut p, info.clone(), 0).pad_frames, 41);
+    let mut fenced = policy();
+    assert_eq!(observe(&mut fenced, info, 0).pad_frames, 0);
+}
+
+#[test]
+fn a_clamp_counted_by_the_watchdog_leaves_the_quiesce_unknown() {
+    let mut p = writable_primary();
+    let read = |p: &mut KevyPolicy, count, t| {
+        p.observed(
+            KevyReading {
+                info: primary_info(20, Some(20)),
+                token: None,
+                watchdog_clamps: Some(count),
+                position_file: None,
+            },
+            at(t),
+        )
+    };
+    read(&mut p, 0, 0);
+    assert!(p.ours_and_writable());
+    read(&mut p, 1, 100);
+    assert!(
+        !p.ours_and_writable(),
+        "a quiesce we did not set may be in force"
+    );
+}
