@@ -158,8 +158,15 @@ pub async fn run(
                     None
                 }
             };
+            let hint = datanode::floor_hint::path(&config.data_dir);
             tokio::spawn(datanode::run(
-                node, target_rx, report_tx, poll, tether, gate,
+                node,
+                target_rx,
+                report_tx,
+                poll,
+                tether,
+                gate,
+                Some(hint),
             ));
         }
         _ => tracing::info!("witness: no data node to drive"),

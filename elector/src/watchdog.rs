@@ -129,8 +129,9 @@ pub async fn run(config: Config) {
     tracing::info!(%url, lease_ms = t.lease_ms(), "watchdog: watching the elector");
     let clamps = crate::api::metrics::watchdog_clamps_path(&config.data_dir);
     let vip = config.vip().ok().flatten();
+    let hint = crate::datanode::floor_hint::path(&config.data_dir);
     match AnyNode::from_config(&config) {
-        Some(node) => watch(node, url, lease, every, clamps, vip).await,
+        Some(node) => watch(node, url, lease, every, (clamps, hint), vip).await,
         None => {
             tracing::info!("watchdog: this node is a witness: no data node to fence; nothing to do")
         }
@@ -142,9 +143,10 @@ async fn watch<A: DataNodeAdapter>(
     url: String,
     lease: Duration,
     every: Duration,
-    clamps: std::path::PathBuf,
+    (clamps, hint): (std::path::PathBuf, std::path::PathBuf),
     vip: Option<crate::vip::Vip>,
 ) {
+    let mut hinted: Option<(String, u64)> = None;
     // Said at start, with its cause: a watchdog that cannot reach or log
     // in to its data node would otherwise be found out only when it must
     // fence (the fence is still tried then).
@@ -193,6 +195,8 @@ async fn watch<A: DataNodeAdapter>(
             }
             if let Err(e) = clamp(&mut node).await {
                 tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
+            } else {
+                hinted = record_floor_hint(&mut node, &hint, hinted).await;
             }
         }
         if first_of_silence {
@@ -211,6 +215,39 @@ async fn watch<A: DataNodeAdapter>(
                     tracing::warn!(error = %e, path = %clamps.display(), "watchdog: could not count the clamp")
                 }
             }
+        }
+    }
+}
+
+/// After a clamp, nothing the node holds can be acknowledged any more: what
+/// it holds now is what it may have acknowledged while the elector was
+/// silent. Written for the elector's floor (`floor_hint`, protocol §6.10)
+/// when it changed; returns what the file holds.
+async fn record_floor_hint<A: DataNodeAdapter>(
+    node: &mut A,
+    path: &std::path::Path,
+    last: Option<(String, u64)>,
+) -> Option<(String, u64)> {
+    let info = node.observe().await.ok()?;
+    // A primary's position includes what no replica acknowledged: its
+    // elector's held position covers it, and a floor must not (a witness
+    // would refuse a successor that holds every acknowledged write).
+    if info.is_master() {
+        return last;
+    }
+    let hint = info.stream.map(|s| (s, info.offset));
+    if hint.is_none() || hint == last {
+        return last;
+    }
+    let (stream, offset) = hint.clone()?;
+    match crate::datanode::floor_hint::write(path, &stream, offset) {
+        Ok(()) => {
+            tracing::info!(%stream, offset, "watchdog: recorded what the data node held for the elector's floor");
+            hint
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, path = %path.display(), "watchdog: could not record the floor hint");
+            last
         }
     }
 }

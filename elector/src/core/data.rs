@@ -105,6 +105,7 @@ impl Core {
         };
         self.claim_stream(&obs);
         self.prove_from_reading(&obs);
+        self.absorb_floor_hint(&obs);
         self.raise_floor(&obs);
         self.check_primary_stream(&obs);
         self.note_below_floor_change();

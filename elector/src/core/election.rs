@@ -361,7 +361,6 @@ impl Core {
         let epoch = c.epoch;
         self.state.epoch = epoch;
         self.outbox.persist();
-        self.data.forced_at = None;
         self.primary.id = Some(self.cfg.node_id.clone());
         self.primary.resigned = None;
         self.primary.heard_at = Some(self.now);

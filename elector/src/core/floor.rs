@@ -190,6 +190,28 @@ impl Core {
         }
     }
 
+    /// The watchdog's floor hint (§6.10): what the data node held when the
+    /// watchdog detached it while this elector was silent. In the stream
+    /// the durable record names it is a floor (what it may have
+    /// acknowledged meanwhile), whatever the data node holds now.
+    pub(super) fn absorb_floor_hint(&mut self, obs: &Observation) {
+        if self.cfg.faults.ignore_floor {
+            return;
+        }
+        let (Some((stream, offset)), Some(record)) = (&obs.floor_hint, &self.state.stream) else {
+            return;
+        };
+        if *stream != record.id {
+            return;
+        }
+        let at = Floor::new(record.data_epoch, *offset);
+        if self.state.floor.is_none_or(|f| at > f) {
+            tracing::info!(floor = ?at, "floor raised by the watchdog's hint (what the data node held when it detached it)");
+            self.state.floor = Some(at);
+            self.data.floor_dirty = true;
+        }
+    }
+
     /// Writes a risen floor once a heartbeat at most, or at once when
     /// `now_too` (the node stops following: its floor is final there).
     pub(super) fn sync_floor(&mut self, now_too: bool) {

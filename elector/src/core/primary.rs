@@ -33,6 +33,9 @@ impl Core {
             });
         } else if held && l.fenced_by_lease {
             l.fenced_by_lease = false;
+            // An operator's forced candidacy (§6.10) is done once the node
+            // serves; until then (a failed persist, a lost lease) it stands.
+            self.data.forced_at = None;
             let reason = if l.lease_held_once {
                 Reason::QuorumRegained
             } else {

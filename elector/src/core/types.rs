@@ -188,6 +188,12 @@ pub struct Observation {
     /// a promotion (Redis `master_replid2`): a reading in `stream` is then
     /// also a reading in `stream_prev`. kevy never continues a stream.
     pub(crate) stream_prev: Option<StreamId>,
+    /// What the watchdog read of the data node when it last detached it
+    /// (`<data_dir>/floor-hint`, §6.10): the stream and offset it held. A
+    /// replica whose elector was dead kept acknowledging until then, and
+    /// nothing else records that; in the stream this node's record names,
+    /// it raises the floor.
+    pub(crate) floor_hint: Option<(StreamId, u64)>,
 }
 
 impl Observation {

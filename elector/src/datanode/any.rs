@@ -146,6 +146,13 @@ impl DataNodeAdapter for AnyNode {
         }
     }
 
+    fn new_incarnation(&mut self) {
+        match self {
+            AnyNode::Kevy(n) => n.new_incarnation(),
+            AnyNode::Redis(n) => n.new_incarnation(),
+        }
+    }
+
     fn take_ack_nudges(&mut self) -> u64 {
         match self {
             AnyNode::Kevy(n) => n.take_ack_nudges(),

@@ -23,6 +23,7 @@
 //! it serves kevy's replication port and Redis's `PSYNC` alike.
 
 use super::tether::Tether;
+use crate::core::{DataNodeTarget, Observation};
 use prometheus_client::metrics::counter::Counter;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +33,19 @@ use tokio::sync::watch;
 
 /// The incarnation replicas may reach now, or `None`: closed.
 pub type GateState = Option<u64>;
+
+/// Whether a round's outcome opens the gate (§6.10): the round's target
+/// (`seq`, chosen by the core for data-node `generation`) serves replicas
+/// and was carried out on the generation it was chosen for. The shell and
+/// the simulator both ask this.
+pub fn opens(target: &DataNodeTarget, seq: u64, generation: u64, obs: &Observation) -> bool {
+    matches!(
+        target,
+        DataNodeTarget::Primary | DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver
+    ) && obs.reachable
+        && obs.applied_seq == seq
+        && obs.generation == generation
+}
 
 /// How long the gate waits for its own connect to the data node.
 const FORWARD_CONNECT_TIMEOUT: Duration = Duration::from_millis(1_000);

@@ -43,6 +43,10 @@ pub struct ReplicationInfo {
     /// Redis `master_replid2`: the stream this one continues (offsets carry
     /// on across a Redis promotion). kevy never continues a stream.
     pub stream_prev: Option<String>,
+    /// The watchdog's floor hint file (`<data_dir>/floor-hint`): the stream
+    /// and offset the data node held when the watchdog detached it
+    /// (protocol §6.10). Read with the observation.
+    pub floor_hint: Option<(String, u64)>,
 }
 
 /// A replication id that names a stream: Redis and kevy write 40 zeros for
@@ -112,7 +116,7 @@ fn online_replica_ack(value: &str) -> Option<u64> {
 }
 
 impl ReplicationInfo {
-    pub(crate) fn is_master(&self) -> bool {
+    pub fn is_master(&self) -> bool {
         self.role == "master"
     }
 

@@ -379,6 +379,12 @@ impl DataNodeAdapter for KevyNode {
         self.policy.satisfies(info, target, self.clock().mono)
     }
 
+    fn new_incarnation(&mut self) {
+        self.disarm_nudger();
+        let clock = self.clock();
+        self.policy.new_incarnation(clock);
+    }
+
     fn take_aborts(&mut self) -> AbortTally {
         std::mem::take(&mut self.aborts)
     }

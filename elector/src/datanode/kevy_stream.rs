@@ -226,6 +226,14 @@ impl StreamPosition {
         }
     }
 
+    /// Another process answers now (the tether, §6.8): nothing held or
+    /// read of the old one counts, and the shared file is trusted again only
+    /// for what is written from `now_wall` on (a kevy in a container is
+    /// process 1 at every start, so its id cannot tell the file's owner).
+    pub(crate) fn new_incarnation(&mut self, now_wall: u64) {
+        *self = StreamPosition::since(now_wall);
+    }
+
     /// The position to write to the shared file, once.
     pub(crate) fn take_write(&mut self) -> Option<FileHeld> {
         self.to_write.take()

@@ -11,6 +11,7 @@ mod any;
 mod client;
 pub mod driver;
 mod error_log;
+pub mod floor_hint;
 pub mod gate;
 mod info;
 mod kevy;
@@ -32,7 +33,7 @@ pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
 pub(crate) use kevy::DEFAULT_RECONNECT_WINDOW as KEVY_DEFAULT_RECONNECT_WINDOW;
 pub use redis_node::RedisNode;
-use tether::Tether;
+use tether::{Tether, TetherCheck};
 
 use crate::core::{DataNodeTarget, Observation};
 use driver::{Command, Driver, Observed, Outcome, Step};
@@ -106,6 +107,9 @@ pub(crate) trait DataNodeAdapter: Send + 'static {
     fn take_ack_nudges(&mut self) -> u64 {
         0
     }
+    /// The tether found another data-node process answering (§6.8):
+    /// whatever the adapter remembers of the old one is void.
+    fn new_incarnation(&mut self) {}
     /// Frames written to pad past stale acknowledgements since the last
     /// call (kevy only, `kevy_pad`).
     fn take_padded_frames(&mut self) -> u64 {
@@ -144,6 +148,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
     poll: Duration,
     tether: std::sync::Arc<Tether>,
     gate: Option<watch::Sender<GateState>>,
+    floor_hint: Option<std::path::PathBuf>,
 ) {
     let mut driver = Driver::new(adapter.kind());
     let mut errors = ErrorLog::default();
@@ -158,10 +163,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             changed = targets.changed() => if changed.is_err() { return },
         }
         let (seq, generation, target) = targets.borrow_and_update().clone();
-        let serves_replicas = matches!(
-            target,
-            DataNodeTarget::Primary | DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver
-        );
+        let round_target = target.clone();
         let mut incarnation = None;
         let mut step = driver.begin(seq, generation, target, ms());
         let round = loop {
@@ -170,11 +172,17 @@ pub(crate) async fn run<A: DataNodeAdapter>(
                 Step::Run(Command::Apply(t)) => Outcome::Applied(adapter.apply(&t).await),
                 Step::Run(Command::FenceBlind) => Outcome::BlindFenced(adapter.fence_blind().await),
                 Step::Run(Command::Observe) => {
-                    let read = adapter.observe().await;
+                    let read = adapter.observe().await.map(|mut info| {
+                        info.floor_hint = floor_hint.as_deref().and_then(floor_hint::read);
+                        info
+                    });
                     // After the read: a live tether then proves the read
                     // came from the process it holds (§6.8).
                     let check = tether.check().await;
                     incarnation = check.incarnation();
+                    if matches!(check, TetherCheck::Replaced(_)) {
+                        adapter.new_incarnation();
+                    }
                     Outcome::Observed(read.map(|info| Observed {
                         satisfies: driver.target().is_some_and(|t| adapter.satisfies(&info, t)),
                         info,
@@ -188,10 +196,7 @@ pub(crate) async fn run<A: DataNodeAdapter>(
             // Open to the incarnation just read, once it carries out a
             // target that serves replicas, chosen for its generation
             // (a restarted node's target is not applied: closed).
-            let open = serves_replicas
-                && round.obs.reachable
-                && round.obs.applied_seq == seq
-                && round.obs.generation == generation;
+            let open = gate::opens(&round_target, seq, generation, &round.obs);
             let state = incarnation.filter(|_| open);
             gate.send_if_modified(|s| std::mem::replace(s, state) != state);
         }

@@ -54,6 +54,7 @@ impl Sim {
         };
         let now = self.clock(i);
         self.nodes[i].target_changed = false;
+        self.nodes[i].round = Some((seq, generation, target.clone()));
         let Some(driver) = self.nodes[i].driver.as_mut() else {
             return;
         };
@@ -64,6 +65,13 @@ impl Sim {
     /// Sends the driver's next command, or hands its report to the core.
     fn follow_step(&mut self, i: usize, step: Step) {
         match step {
+            // kevy: the policy carries an apply or a blind fence out as
+            // commands of its own (`sim/kevy.rs`).
+            Step::Run(command)
+                if self.nodes[i].kevy_policy.is_some() && command != Command::Observe =>
+            {
+                self.kevy_begin(i, &command);
+            }
             Step::Run(command) => {
                 let delay = match &command {
                     Command::Apply(t) => self.apply_delay(i, t),
@@ -84,6 +92,7 @@ impl Sim {
                 );
             }
             Step::Done(report) => {
+                self.update_gate(i, &report.obs);
                 self.feed(i, Event::DataNode(report.obs));
                 if self.nodes[i].target_changed && !self.elector_stopped(i) {
                     self.begin_round(i);
@@ -133,6 +142,10 @@ impl Sim {
             Command::FenceBlind => {
                 Outcome::BlindFenced(self.server_apply(i, DataNodeTarget::Isolated, sent_at))
             }
+            Command::Observe if self.nodes[i].kevy_policy.is_some() => {
+                let tether = self.check_tether(i);
+                self.kevy_observe(i, tether)
+            }
             Command::Observe => {
                 let tether = self.check_tether(i);
                 let d = &self.nodes[i].data;
@@ -146,6 +159,32 @@ impl Sim {
             }
         };
         self.answer_adapter(i, incarnation, outcome);
+    }
+
+    /// The gate after a round, as the shell sets it (§6.10): open to the
+    /// tether's process once it carries out a target that serves replicas,
+    /// chosen for its generation.
+    fn update_gate(&mut self, i: usize, obs: &elector::core::Observation) {
+        let Some((seq, generation, target)) = self.nodes[i].round.take() else {
+            return;
+        };
+        let open = elector::datanode::gate::opens(&target, seq, generation, obs);
+        self.nodes[i].data.gate_open = self.nodes[i].tether.filter(|_| open);
+    }
+
+    /// Whether replicas may reach node `u`'s data node now: through its
+    /// elector's gate (§6.10), open to its current process and its elector
+    /// running; or directly, in a world without the gate (the rules before).
+    pub(super) fn gate_admits(&self, u: usize) -> bool {
+        !self.world.gate
+            || (self.nodes[u].data.gate_open == Some(self.nodes[u].data.process_id)
+                && !self.elector_stopped(u))
+    }
+
+    /// The network lets a replica `i` and its upstream `u` talk, and
+    /// neither is frozen.
+    pub(super) fn link_allowed(&self, i: usize, u: usize) -> bool {
+        !self.blocked[u][i] && !self.blocked[i][u] && !self.frozen(i) && !self.frozen(u)
     }
 
     /// The adapter's tether (§6.8): a connection to one data-node process,
@@ -164,6 +203,10 @@ impl Sim {
             Some(p) if p == pid => TetherCheck::Same(pid),
             Some(_) => {
                 self.nodes[i].tether = Some(pid);
+                let clock = self.kevy_clock(i);
+                if let Some(policy) = self.nodes[i].kevy_policy.as_mut() {
+                    policy.new_incarnation(clock);
+                }
                 TetherCheck::Replaced(pid)
             }
         }

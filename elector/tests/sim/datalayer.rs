@@ -37,6 +37,31 @@ pub struct DataNode {
     /// upstream's; a restart keeps it only when the server persisted it.
     pub stream: u64,
     pub stream_prev: Option<u64>,
+    /// kevy 7.0.0's behaviours (`sim/kevy.rs`) instead of Redis's.
+    pub kevy: Option<KevyState>,
+    /// The process the elector's replication gate admits replicas to
+    /// (§6.10), `None`: closed. Set by the simulated shell after each round.
+    pub gate_open: Option<u64>,
+    /// The watchdog's floor hint file beside the elector's state (§6.10):
+    /// what this replica held when the watchdog detached it.
+    pub floor_hint: Option<(String, u64)>,
+}
+
+/// What a kevy 7.0.0 server holds beyond the log (docs/architecture.md
+/// §kevy): its feed generation (a new one at every promotion and at a
+/// restart, offsets from 0), where that feed began in the log, the runner
+/// of a replica (its upstream's generation and where that feed began), the
+/// quiesce, `INFO`'s offset (a lifetime maximum over generations), the
+/// watchdog's clamp count and the position file beside it.
+#[derive(Clone, Debug, Default)]
+pub struct KevyState {
+    pub generation: u64,
+    pub gen_base: usize,
+    pub runner: Option<(u64, usize)>,
+    pub quiesced: bool,
+    pub info_offset_max: u64,
+    pub watchdog_clamps: u64,
+    pub position_file: Option<String>,
 }
 
 impl DataNode {
@@ -49,6 +74,9 @@ impl DataNode {
             process_id: 1,
             stream: 0,
             stream_prev: None,
+            kevy: None,
+            gate_open: None,
+            floor_hint: None,
         }
     }
 
@@ -60,7 +88,7 @@ impl DataNode {
     }
 
     pub fn writable(&self) -> bool {
-        self.up && self.applied.writable()
+        self.up && self.applied.writable() && !self.kevy.as_ref().is_some_and(|k| k.quiesced)
     }
 
     pub fn is_master(&self) -> bool {
@@ -73,7 +101,8 @@ impl DataNode {
             )
     }
 
-    /// `INFO replication` as the adapter reads it.
+    /// `INFO replication` as the adapter reads it (Redis; kevy's is in
+    /// `sim/kevy.rs`).
     pub fn info(&self) -> Result<ReplicationInfo, DataNodeError> {
         if !self.up {
             return Err(DataNodeError::Gone("connection refused".into()));
@@ -92,6 +121,7 @@ impl DataNode {
             identity: Some(format!("process:{}", self.process_id)),
             stream: Some(format!("s{}", self.stream)),
             stream_prev: self.stream_prev.map(|s| format!("s{s}")),
+            floor_hint: self.floor_hint.clone(),
             ..ReplicationInfo::default()
         })
     }

@@ -75,6 +75,7 @@ impl Sim {
             // It restarts from its config file: read-only, upstream nowhere.
             d.applied = DataNodeTarget::Isolated;
             self.stream_after_restart(i);
+            self.kevy_restarted(i);
         }
         if self.nodes[i].core.is_none() {
             self.boot(i);
@@ -103,6 +104,7 @@ impl Sim {
     /// (parts fail alone, §6.4.1). `restart` boots the elector again.
     pub fn crash_elector(&mut self, i: usize) {
         self.trace(i, "ELECTOR CRASH");
+        self.nodes[i].data.gate_open = None;
         self.nodes[i].core = None;
         self.nodes[i].driver = None;
         self.nodes[i].incarnation += 1;
@@ -132,6 +134,24 @@ impl Sim {
             d.stream_prev = None;
         } else {
             self.stream_after_restart(i);
+        }
+        self.kevy_restarted(i);
+    }
+
+    /// An operator demotes node `i`'s data node by hand (`REPLICAOF` to
+    /// nowhere) behind its running elector (issue 34 (b)).
+    #[allow(dead_code)] // used by tests/simulation.rs, not tests/preemption.rs
+    pub fn demote_by_hand(&mut self, i: usize) {
+        let d = &mut self.nodes[i].data;
+        if d.up && d.is_master() {
+            self.trace(i, "DEMOTED BY HAND");
+            let d = &mut self.nodes[i].data;
+            d.applied = DataNodeTarget::Isolated;
+            d.link_up = false;
+            if let Some(k) = d.kevy.as_mut() {
+                k.quiesced = false;
+                k.runner = None;
+            }
         }
     }
 
@@ -221,6 +241,26 @@ impl Sim {
         self.feed(from, Event::SwitchoverRequested { to, timeout_ms });
     }
 
+    /// Cuts node `i` off from every other node, both ways.
+    #[allow(dead_code)] // used by tests/kevy_simulation.rs
+    pub fn isolate(&mut self, i: usize) {
+        self.trace(i, "ISOLATED");
+        for j in (0..self.nodes.len()).filter(|&j| j != i) {
+            self.blocked[i][j] = true;
+            self.blocked[j][i] = true;
+        }
+    }
+
+    /// Lets node `i` talk to every other node again (other cuts stay).
+    #[allow(dead_code)] // used by tests/kevy_simulation.rs
+    pub fn unisolate(&mut self, i: usize) {
+        self.trace(i, "REJOINED");
+        for j in (0..self.nodes.len()).filter(|&j| j != i) {
+            self.blocked[i][j] = false;
+            self.blocked[j][i] = false;
+        }
+    }
+
     pub fn heal(&mut self) {
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!("{:>6} HEAL", self.now);
@@ -266,6 +306,28 @@ impl Sim {
     /// for a false alarm: a probe that failed although the elector runs (a
     /// loaded host, a slow loopback).
     pub fn watchdog_clamp(&mut self, i: usize) {
+        // What a replica held when detached, for its elector's floor
+        // (§6.10): nothing it holds can be acknowledged after the clamp.
+        if let Some(hint) = self.floor_hint_of(i) {
+            self.nodes[i].data.floor_hint = Some(hint);
+        }
+        let d = &mut self.nodes[i].data;
+        // kevy: the watchdog's policy quiesces a primary (it keeps its feed
+        // generation) and counts the clamp in the file the elector reads.
+        if let (true, true, Some(k)) = (d.up, d.is_master(), d.kevy.as_mut()) {
+            if !k.quiesced {
+                k.quiesced = true;
+                k.watchdog_clamps += 1;
+                self.trace(i, "WATCHDOG QUIESCE");
+            }
+            return;
+        }
+        if let Some(k) = d.kevy.as_mut() {
+            if d.up && d.applied != DataNodeTarget::Isolated {
+                k.watchdog_clamps += 1;
+                k.runner = None;
+            }
+        }
         let d = &mut self.nodes[i].data;
         if d.up && d.applied != DataNodeTarget::Isolated {
             d.applied = DataNodeTarget::Isolated;

@@ -6,6 +6,7 @@ mod adapter;
 pub mod datalayer;
 mod faults;
 pub mod invariants;
+mod kevy;
 mod replication;
 mod world;
 
@@ -65,6 +66,20 @@ enum Ev {
         node: usize,
         incarnation: u64,
         outcome: Outcome,
+    },
+    /// A command of the kevy policy reaches its kevy (`sim/kevy.rs`).
+    KevyCommand {
+        node: usize,
+        incarnation: u64,
+        command: elector::datanode::kevy_policy::KevyCommand,
+        sent_at: Millis,
+        process: u64,
+    },
+    /// Its answer reaches a policy that was frozen with its elector.
+    KevyAnswer {
+        node: usize,
+        incarnation: u64,
+        outcome: elector::datanode::kevy_policy::KevyOutcome,
     },
 }
 
@@ -136,6 +151,12 @@ pub struct SimNode {
     /// The data-node process this elector's tether is connected to (§6.8);
     /// `None` before its first read.
     pub tether: Option<u64>,
+    /// kevy: the real kevy policy of this elector incarnation, and the
+    /// driver command its operation in progress carries out.
+    pub kevy_policy: Option<elector::datanode::kevy_policy::KevyPolicy>,
+    pub kevy_op: Option<kevy::KevyOp>,
+    /// The target of the adapter's round in progress (seq, generation).
+    pub round: Option<(u64, u64, DataNodeTarget)>,
     /// A newer target arrived while a round was running: the adapter
     /// starts the next round as soon as this one ends.
     pub target_changed: bool,
@@ -208,6 +229,25 @@ impl Sim {
         world: World,
         faults: Faults,
     ) -> Sim {
+        Sim::build(seed, data, witnesses, world, faults, false)
+    }
+
+    /// `n` kevy 7.0.0 data nodes, each driven by the real kevy policy
+    /// (`sim/kevy.rs`), their electors told their backend restarts its
+    /// stream at every promotion (§6.10).
+    #[allow(dead_code)] // used by tests/simulation.rs, not tests/preemption.rs
+    pub fn kevy(seed: u64, data: usize, witnesses: usize, world: World, faults: Faults) -> Sim {
+        Sim::build(seed, data, witnesses, world, faults, true)
+    }
+
+    fn build(
+        seed: u64,
+        data: usize,
+        witnesses: usize,
+        world: World,
+        faults: Faults,
+        kevy: bool,
+    ) -> Sim {
         let n = data + witnesses;
         let ids: Vec<String> = (1..=n).map(|i| format!("n{i}")).collect();
         let timings = sim_timings(&world);
@@ -232,7 +272,9 @@ impl Sim {
             ack_copies_override: None,
             priorities: vec![100; n],
             preempt: Preempt::default(),
-            backend: Backend::default(),
+            backend: Backend {
+                promotion_restarts_stream: kevy,
+            },
             streams: 0,
             operator_interventions: 0,
             ids,
@@ -249,6 +291,13 @@ impl Sim {
             let witness = i >= data;
             let mut data_node = DataNode::new();
             data_node.up = !witness;
+            if kevy && !witness {
+                sim.streams += 1;
+                data_node.kevy = Some(datalayer::KevyState {
+                    generation: sim.streams,
+                    ..datalayer::KevyState::default()
+                });
+            }
             sim.nodes.push(SimNode {
                 witness,
                 core: None,
@@ -266,6 +315,9 @@ impl Sim {
                 last_target: None,
                 driver: None,
                 tether: None,
+                kevy_policy: None,
+                kevy_op: None,
+                round: None,
                 target_changed: false,
                 tampered_at: None,
                 slow_fence_ms: None,
@@ -281,6 +333,16 @@ impl Sim {
         // A fence lifted by hand lasts until the next adapter poll (50 ms)
         // has re-applied the fence (one data step, the slowest fence).
         sim.inv.tamper_grace_ms = 50 + 10 + sim.world.fence_ms.1 + 10;
+        if kevy {
+            // kevy: an adapter waiting for a new upstream's promotion (up
+            // to PROMOTION_WAIT_MS) reads its own node again only after
+            // that wait (protocol §6.4: a fence lifted by hand then lasts
+            // that much longer), and re-applies a follow as a `REPLICAOF`
+            // and a lift of the quiesce.
+            sim.inv.tamper_grace_ms += elector::datanode::kevy_policy::PROMOTION_WAIT_MS
+                + sim.world.apply_ms.1
+                + sim.world.fence_ms.1;
+        }
         // A node resuming from a stall (or a fault that only its own
         // elector sees) is writable until its fence applies (§6.2).
         sim.inv.overlap_bound_ms = 50 + sim.world.fence_ms.1;
@@ -391,6 +453,13 @@ impl Sim {
         // afresh (generations, applied targets, demotions).
         self.nodes[i].driver = (!self.nodes[i].witness).then(|| Driver::new("sim"));
         self.nodes[i].tether = None;
+        let kevy = self.nodes[i].data.kevy.is_some();
+        self.nodes[i].kevy_policy = kevy.then(kevy::policy);
+        self.nodes[i].kevy_op = None;
+        self.nodes[i].round = None;
+        // The gate lives in the elector process (§6.10): a new one starts
+        // closed, until its adapter validates the data node again.
+        self.nodes[i].data.gate_open = None;
         self.nodes[i].target_changed = false;
         self.nodes[i].last_target = None;
         self.execute(i, output);
@@ -544,6 +613,18 @@ impl Sim {
                 incarnation,
                 outcome,
             } => self.answer_adapter(node, incarnation, outcome),
+            Ev::KevyCommand {
+                node,
+                incarnation,
+                command,
+                sent_at,
+                process,
+            } => self.kevy_command_arrives(node, incarnation, command, (sent_at, process)),
+            Ev::KevyAnswer {
+                node,
+                incarnation,
+                outcome,
+            } => self.kevy_answer(node, incarnation, outcome),
             Ev::DataStep => {
                 self.data_step();
                 self.push(10, Ev::DataStep);

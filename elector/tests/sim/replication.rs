@@ -17,13 +17,15 @@ impl Sim {
                 }
                 _ => None,
             };
+            if self.nodes[i].data.kevy.is_some() {
+                self.kevy_replicate(i, upstream);
+                continue;
+            }
             let linked = upstream.is_some_and(|u| {
                 self.nodes[i].data.up
                     && self.nodes[u].data.is_master()
-                    && !self.blocked[u][i]
-                    && !self.blocked[i][u]
-                    && !self.frozen(i)
-                    && !self.frozen(u)
+                    && self.link_allowed(i, u)
+                    && self.gate_admits(u)
             });
             self.nodes[i].data.link_up = linked;
             if let (true, Some(u)) = (linked, upstream) {

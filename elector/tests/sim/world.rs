@@ -52,6 +52,9 @@ pub struct World {
     /// clean shutdown) rather than in a new one (Redis from its AOF, kevy
     /// after a crash): only the former can prove its position (§6.10).
     pub restart_keeps_stream: f64,
+    /// Replicas reach a data node only through its elector's replication
+    /// gate (§6.10). Off only to show what the gate prevents.
+    pub gate: bool,
 }
 
 impl World {
@@ -70,6 +73,7 @@ impl World {
             margin_override: None,
             fingerprint_check: true,
             restart_keeps_stream: [0.0, 0.5, 1.0][rng.gen_range(0..3)],
+            gate: true,
         }
     }
 }

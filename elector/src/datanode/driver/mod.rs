@@ -401,6 +401,10 @@ impl Tracker {
                 obs.master = info.is_master();
                 obs.stream = info.stream.clone().map(StreamId);
                 obs.stream_prev = info.stream_prev.clone().map(StreamId);
+                obs.floor_hint = info
+                    .floor_hint
+                    .clone()
+                    .map(|(stream, offset)| (StreamId(stream), offset));
                 Some(info)
             }
             Err(e) => {

@@ -199,6 +199,20 @@ impl KevyPolicy {
         }
     }
 
+    /// The tether says another process answers (§6.8): forget everything
+    /// about the old one (its position, its upstream, its quiesce, its
+    /// role's history). Its id may be the same (process 1 in a container).
+    pub fn new_incarnation(&mut self, clock: Clock) {
+        self.stream.new_incarnation(clock.wall);
+        self.hold = PromotionHold::new(self.settings.reconnect_window_ms);
+        self.quiesce.forget();
+        self.following = None;
+        self.upstream_seen = None;
+        self.writable_applied = false;
+        self.nudge_armed_since = None;
+        self.op = None;
+    }
+
     /// The held position to write to the shared file, once.
     pub fn take_position_write(&mut self) -> Option<String> {
         self.stream.take_write().map(|f| f.render())

@@ -1,0 +1,520 @@
+//! A kevy 7.0.0 server model, driven by the real kevy policy
+//! (`elector::datanode::kevy_policy`), as the shell's `KevyNode` drives real
+//! kevy (docs/architecture.md §kevy, protocol §9).
+//!
+//! The behaviours that bit us (issue 34), each modelled:
+//! - every promotion (and every unclean restart) starts a new feed
+//!   generation whose offsets begin at 0; `REPL.TOKEN` reads the feed
+//!   (primary) or the runner (replica); `INFO`'s replica offset is a
+//!   lifetime maximum over generations;
+//! - a replica's runner reconnects by itself to whatever process holds its
+//!   upstream's address, and every new link is a full resync from it; a
+//!   kevy serves syncs in any role, a restarted "replica of nowhere"
+//!   included, unless the elector's replication gate refuses (§6.10);
+//! - the quiesce (`FAILOVER` towards nowhere) refuses writes and keeps the
+//!   node a primary in its generation;
+//! - in a container kevy is process 1 at every start: `INFO`'s identity
+//!   never changes, only the tether sees a restart.
+//!
+//! Not modelled: `WAIT` counting acknowledgements kept from an earlier
+//! generation (the hold and the padding keep our commands from creating
+//! them; the model's `WAIT` counts only replicas holding the write).
+
+use super::datalayer::KevyState;
+use super::{Ev, Sim};
+use elector::core::{DataNodeTarget, Millis};
+use elector::datanode::driver::{Command, Observed, Outcome};
+use elector::datanode::kevy_policy::{
+    Clock, KevyCommand, KevyOutcome, KevyPolicy, KevyReading, KevySettings, KevyStep, PipelineRead,
+};
+use elector::datanode::kevy_stream::UpstreamAt;
+use elector::datanode::{DataNodeError, ReplicationInfo, NOWHERE};
+use rand::Rng;
+
+/// The replication port offset the model's members use (the gate's).
+const REPLICATION_OFFSET: u16 = 10_000;
+
+/// A fresh policy for an elector incarnation (as `KevyNode::new`).
+pub(super) fn policy() -> KevyPolicy {
+    KevyPolicy::new(
+        KevySettings {
+            replication_port_offset: REPLICATION_OFFSET,
+            abort_stale_connects: false,
+            nowhere_hold: false,
+            ack_nudge: false,
+            reconnect_window_ms: 1_000,
+        },
+        0,
+    )
+}
+
+/// Which driver command a kevy operation carries out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KevyOp {
+    Apply,
+    FenceBlind,
+}
+
+fn node_of(addr: &str) -> Option<usize> {
+    let (host, _) = addr.rsplit_once(':').unwrap_or((addr, ""));
+    host.strip_prefix('n')?
+        .parse::<usize>()
+        .ok()?
+        .checked_sub(1)
+}
+
+impl Sim {
+    fn kstate(&self, i: usize) -> &KevyState {
+        self.nodes[i].data.kevy.as_ref().expect("a kevy node")
+    }
+
+    fn kstate_mut(&mut self, i: usize) -> &mut KevyState {
+        self.nodes[i].data.kevy.as_mut().expect("a kevy node")
+    }
+
+    /// The policy's clock for node `i` (its own rate; the wall clock is
+    /// the same numbers: the model has one clock per node).
+    pub(super) fn kevy_clock(&self, i: usize) -> Clock {
+        let now = self.clock(i);
+        Clock {
+            mono: now,
+            wall: now,
+        }
+    }
+
+    /// The feed offset of a primary: writes since its generation began.
+    fn feed_offset(&self, i: usize) -> u64 {
+        (self.nodes[i].data.log.len() - self.kstate(i).gen_base) as u64
+    }
+
+    /// `INFO replication` (with `INFO server`'s identity) and `REPL.TOKEN`,
+    /// as kevy 7.0.0 answers them.
+    pub(super) fn kevy_read(
+        &self,
+        i: usize,
+    ) -> Result<(ReplicationInfo, redis::Value), DataNodeError> {
+        let d = &self.nodes[i].data;
+        if !d.up {
+            return Err(DataNodeError::Gone("connection refused".into()));
+        }
+        let k = self.kstate(i);
+        let int = |v: u64| redis::Value::Int(v as i64);
+        let mut info = ReplicationInfo {
+            identity: Some("process_id:1".into()),
+            ..ReplicationInfo::default()
+        };
+        let token;
+        if d.is_master() {
+            info.role = "master".into();
+            info.offset = self.feed_offset(i);
+            token = redis::Value::Array(vec![int(k.generation), int(info.offset)]);
+        } else {
+            info.role = "slave".into();
+            info.offset = k.info_offset_max;
+            info.link_up = d.link_up;
+            let (host, port) = match &d.applied {
+                DataNodeTarget::Follow { primary, .. } => {
+                    (primary.clone(), 6379 + REPLICATION_OFFSET)
+                }
+                _ => (NOWHERE.0.to_string(), NOWHERE.1),
+            };
+            info.master_host = Some(host);
+            info.master_port = Some(port);
+            token = match (k.runner, d.link_up) {
+                (Some((generation, base)), true) => {
+                    redis::Value::Array(vec![int(generation), int((d.log.len() - base) as u64)])
+                }
+                _ => redis::Value::Array(vec![int(0), int(0)]),
+            };
+        }
+        Ok((info, token))
+    }
+
+    /// `INFO replication` as text (what a `REPLICAOF` pipeline reads).
+    fn kevy_info_text(info: &ReplicationInfo) -> String {
+        if info.is_master() {
+            return format!("role:master\r\nmaster_repl_offset:{}\r\n", info.offset);
+        }
+        format!(
+            "role:slave\r\nmaster_host:{}\r\nmaster_port:{}\r\nmaster_link_status:{}\r\nslave_repl_offset:{}\r\n",
+            info.master_host.as_deref().unwrap_or(""),
+            info.master_port.unwrap_or(0),
+            if info.link_up { "up" } else { "down" },
+            info.offset
+        )
+    }
+
+    /// A promotion: a new feed generation from offset 0 (§6.10, issue 34
+    /// (b)); the node keeps its data.
+    fn kevy_promote(&mut self, i: usize) {
+        let fresh = self.fresh_stream();
+        let len = self.nodes[i].data.log.len();
+        let k = self.kstate_mut(i);
+        k.generation = fresh;
+        k.gen_base = len;
+        k.runner = None;
+        self.nodes[i].data.applied = DataNodeTarget::Primary;
+        self.nodes[i].data.link_up = false;
+    }
+
+    /// Carries out one command of the policy against node `i`'s kevy.
+    pub(super) fn kevy_serve(
+        &mut self,
+        i: usize,
+        command: &KevyCommand,
+        sent_at: Millis,
+    ) -> KevyOutcome {
+        let gone = || DataNodeError::Gone("connection refused".into());
+        if !self.nodes[i].data.up {
+            return match command {
+                KevyCommand::ReadRole => KevyOutcome::Role(Err(gone())),
+                KevyCommand::ReplicaOf { .. } => KevyOutcome::Replicated(Err(gone())),
+                KevyCommand::Quiesce => KevyOutcome::Quiesced(Err(gone())),
+                KevyCommand::LiftQuiesce => KevyOutcome::Lifted(Err(gone())),
+                KevyCommand::Resolve { addr } => KevyOutcome::Resolved(
+                    node_of(addr)
+                        .map(|n| (format!("n{}", n + 1), 6379))
+                        .ok_or_else(|| DataNodeError::Resolve(addr.clone())),
+                ),
+                KevyCommand::AwaitPrimary { .. } => KevyOutcome::Upstream(None),
+                KevyCommand::Sleep(_) => KevyOutcome::Slept,
+            };
+        }
+        match command {
+            KevyCommand::ReadRole => KevyOutcome::Role(self.kevy_read(i).map(|(info, _)| info)),
+            KevyCommand::Resolve { addr } => KevyOutcome::Resolved(
+                node_of(addr)
+                    .map(|n| (format!("n{}", n + 1), 6379))
+                    .ok_or_else(|| DataNodeError::Resolve(addr.clone())),
+            ),
+            KevyCommand::AwaitPrimary { addr, .. } => KevyOutcome::Upstream(
+                node_of(addr)
+                    .filter(|&u| self.nodes[u].data.up && self.nodes[u].data.is_master())
+                    .map(|u| UpstreamAt {
+                        offset: self.feed_offset(u),
+                        generation: Some(self.kstate(u).generation),
+                    }),
+            ),
+            KevyCommand::ReplicaOf { to, .. } => {
+                let was_writable = self.nodes[i].data.writable();
+                let (info, token) = self.kevy_read(i).expect("up");
+                let read = PipelineRead {
+                    server: Some("kevy_version:7.0.0\r\nprocess_id:1\r\n".into()),
+                    replication: Some(Self::kevy_info_text(&info)),
+                    token: Some(token),
+                };
+                match to {
+                    None if !self.nodes[i].data.is_master() => self.kevy_promote(i),
+                    None => {}
+                    Some((host, port)) if (host.as_str(), *port) == NOWHERE => {
+                        let d = &mut self.nodes[i].data;
+                        d.applied = DataNodeTarget::Isolated;
+                        d.link_up = false;
+                        self.kstate_mut(i).runner = None;
+                    }
+                    Some((host, _)) => {
+                        let d = &mut self.nodes[i].data;
+                        d.applied = DataNodeTarget::Follow {
+                            primary: host.clone(),
+                            primary_addr: format!("{host}:6379"),
+                        };
+                        d.link_up = false;
+                        self.kstate_mut(i).runner = None;
+                    }
+                }
+                if !was_writable && self.nodes[i].data.writable() {
+                    self.inv.on_data_promoted(
+                        i,
+                        &self.nodes[i].data,
+                        &self.acked,
+                        sent_at,
+                        self.now,
+                    );
+                }
+                KevyOutcome::Replicated(Ok(read))
+            }
+            KevyCommand::Quiesce => {
+                if !self.nodes[i].data.is_master() {
+                    return KevyOutcome::Quiesced(Err(DataNodeError::Refused {
+                        command: "FAILOVER".into(),
+                        message: "ERR not a primary".into(),
+                    }));
+                }
+                self.kstate_mut(i).quiesced = true;
+                KevyOutcome::Quiesced(Ok(()))
+            }
+            KevyCommand::LiftQuiesce => {
+                let was_writable = self.nodes[i].data.writable();
+                self.kstate_mut(i).quiesced = false;
+                if !was_writable && self.nodes[i].data.writable() {
+                    self.inv.on_data_promoted(
+                        i,
+                        &self.nodes[i].data,
+                        &self.acked,
+                        sent_at,
+                        self.now,
+                    );
+                }
+                KevyOutcome::Lifted(Ok(()))
+            }
+            KevyCommand::Sleep(_) => KevyOutcome::Slept,
+        }
+    }
+
+    /// How long a kevy command takes.
+    fn kevy_delay(&mut self, i: usize, command: &KevyCommand) -> Millis {
+        let fence = |sim: &mut Sim| {
+            sim.nodes[i].slow_fence_ms.unwrap_or_else(|| {
+                let (lo, hi) = sim.world.fence_ms;
+                sim.rng.gen_range(lo..=hi)
+            })
+        };
+        match command {
+            KevyCommand::Resolve { .. } => 0,
+            KevyCommand::ReadRole => 1,
+            KevyCommand::Sleep(ms) => *ms,
+            KevyCommand::AwaitPrimary { addr, within } => {
+                let ready = node_of(addr).is_some_and(|u| self.nodes[u].data.is_master());
+                if ready {
+                    1
+                } else {
+                    *within
+                }
+            }
+            KevyCommand::Quiesce | KevyCommand::LiftQuiesce => fence(self),
+            KevyCommand::ReplicaOf { to, .. } => match to {
+                Some((h, p)) if (h.as_str(), *p) == NOWHERE => fence(self),
+                _ => {
+                    let (lo, hi) = self.world.apply_ms;
+                    self.rng.gen_range(lo..=hi)
+                }
+            },
+        }
+    }
+
+    /// The adapter starts an operation of the policy for a driver command.
+    pub(super) fn kevy_begin(&mut self, i: usize, command: &Command) {
+        let clock = self.kevy_clock(i);
+        let Some(policy) = self.nodes[i].kevy_policy.as_mut() else {
+            return;
+        };
+        let (op, step) = match command {
+            Command::Apply(target) => (KevyOp::Apply, policy.apply(target, clock)),
+            Command::FenceBlind => (KevyOp::FenceBlind, policy.fence_blind()),
+            Command::Observe => unreachable!("an observation is a read, not an operation"),
+        };
+        self.nodes[i].kevy_op = Some(op);
+        self.kevy_follow(i, step);
+    }
+
+    /// Sends the policy's next command, or hands the operation's result to
+    /// the driver.
+    fn kevy_follow(&mut self, i: usize, step: KevyStep) {
+        match step {
+            KevyStep::Run(command) => {
+                let delay = self.kevy_delay(i, &command);
+                self.trace(i, &format!("KEVY {command:?} in {delay} ms"));
+                let incarnation = self.nodes[i].incarnation;
+                let (sent_at, process) = (self.now, self.nodes[i].data.process_id);
+                self.push(
+                    delay,
+                    Ev::KevyCommand {
+                        node: i,
+                        incarnation,
+                        command,
+                        sent_at,
+                        process,
+                    },
+                );
+            }
+            KevyStep::Done(result) => {
+                self.trace(i, &format!("KEVY DONE {result:?}"));
+                if let Some(text) = self.nodes[i]
+                    .kevy_policy
+                    .as_mut()
+                    .and_then(|p| p.take_position_write())
+                {
+                    self.kstate_mut(i).position_file = Some(text);
+                }
+                let outcome = match self.nodes[i].kevy_op.take() {
+                    Some(KevyOp::FenceBlind) => Outcome::BlindFenced(result),
+                    _ => Outcome::Applied(result),
+                };
+                let incarnation = self.nodes[i].incarnation;
+                self.answer_adapter(i, incarnation, outcome);
+            }
+        }
+    }
+
+    /// A kevy command reaches the server (see `complete_command` for the
+    /// freeze and restart rules it follows too).
+    pub(super) fn kevy_command_arrives(
+        &mut self,
+        i: usize,
+        incarnation: u64,
+        command: KevyCommand,
+        (sent_at, process): (Millis, u64),
+    ) {
+        if self.frozen(i) {
+            self.push(
+                10,
+                Ev::KevyCommand {
+                    node: i,
+                    incarnation,
+                    command,
+                    sent_at,
+                    process,
+                },
+            );
+            return;
+        }
+        let outcome = if self.nodes[i].data.process_id != process {
+            let gone = || DataNodeError::Gone("connection reset".into());
+            match command {
+                KevyCommand::ReadRole => KevyOutcome::Role(Err(gone())),
+                KevyCommand::ReplicaOf { .. } => KevyOutcome::Replicated(Err(gone())),
+                KevyCommand::Quiesce => KevyOutcome::Quiesced(Err(gone())),
+                KevyCommand::LiftQuiesce => KevyOutcome::Lifted(Err(gone())),
+                other => self.kevy_serve(i, &other, sent_at),
+            }
+        } else {
+            self.kevy_serve(i, &command, sent_at)
+        };
+        self.kevy_answer(i, incarnation, outcome);
+    }
+
+    /// The policy gets a command's answer (when its elector runs).
+    pub(super) fn kevy_answer(&mut self, i: usize, incarnation: u64, outcome: KevyOutcome) {
+        if self.nodes[i].incarnation != incarnation {
+            return; // the policy died with its elector
+        }
+        if let Some(until) = self.nodes[i].paused_until.filter(|u| *u > self.now) {
+            self.push(
+                until - self.now,
+                Ev::KevyAnswer {
+                    node: i,
+                    incarnation,
+                    outcome,
+                },
+            );
+            return;
+        }
+        let clock = self.kevy_clock(i);
+        let Some(policy) = self.nodes[i].kevy_policy.as_mut() else {
+            return;
+        };
+        let step = policy.resume(outcome, clock);
+        self.kevy_follow(i, step);
+    }
+
+    /// An observation through the policy: what the driver is told.
+    pub(super) fn kevy_observe(
+        &mut self,
+        i: usize,
+        tether: elector::datanode::driver::TetherCheck,
+    ) -> Outcome {
+        let read = self.kevy_read(i);
+        let clock = self.kevy_clock(i);
+        let k = self.nodes[i].data.kevy.clone().unwrap_or_default();
+        let target = self.nodes[i]
+            .driver
+            .as_ref()
+            .and_then(|d| d.target())
+            .cloned();
+        let hint = self.nodes[i].data.floor_hint.clone();
+        let Some(policy) = self.nodes[i].kevy_policy.as_mut() else {
+            return Outcome::Observed(Err(DataNodeError::Unreachable("no adapter".into())));
+        };
+        let (mut info, token) = match read {
+            Ok(r) => r,
+            Err(e) => return Outcome::Observed(Err(e)),
+        };
+        info.floor_hint = hint;
+        let floor_hint = info.floor_hint.clone();
+        let mut view = policy.observed(
+            KevyReading {
+                info,
+                token: Some(token),
+                watchdog_clamps: Some(k.watchdog_clamps),
+                position_file: k.position_file.clone(),
+            },
+            clock,
+        );
+        view.info.floor_hint = floor_hint;
+        let satisfies = target.is_some_and(|t| policy.satisfies(&view.info, &t, clock.mono));
+        for _ in 0..view.pad_frames.min(10_000) {
+            let write_id = u64::MAX; // a no-op frame of ours
+            self.nodes[i].data.append(write_id);
+        }
+        Outcome::Observed(Ok(Observed {
+            info: view.info,
+            satisfies,
+            tether,
+        }))
+    }
+
+    /// kevy's replication between decisions: a replica's runner links to
+    /// whatever process holds its upstream's address, if that process
+    /// serves (any role) and its elector's gate admits it; every new link
+    /// is a full resync, a generation change on the upstream too.
+    pub(super) fn kevy_replicate(&mut self, i: usize, upstream: Option<usize>) {
+        let linkable = upstream.is_some_and(|u| {
+            self.nodes[i].data.up
+                && self.nodes[u].data.up
+                && self.link_allowed(i, u)
+                && self.gate_admits(u)
+        });
+        let Some(u) = upstream.filter(|_| linkable) else {
+            self.nodes[i].data.link_up = false;
+            self.kstate_mut(i).runner = None;
+            return;
+        };
+        let (gen, base) = (self.kstate(u).generation, self.kstate(u).gen_base);
+        let resync = self.kstate(i).runner != Some((gen, base));
+        if resync {
+            let log = self.nodes[u].data.log.clone();
+            self.nodes[i].data.log = log;
+            self.kstate_mut(i).runner = Some((gen, base));
+        } else {
+            let upstream_data = self.nodes[u].data.clone();
+            self.nodes[i].data.sync_from(&upstream_data);
+        }
+        self.nodes[i].data.link_up = true;
+        let applied = (self.nodes[i].data.log.len().saturating_sub(base)) as u64;
+        let k = self.kstate_mut(i);
+        k.info_offset_max = k.info_offset_max.max(applied);
+    }
+
+    /// What a replica's data node holds, as the watchdog reads it right
+    /// after its clamp (§6.10): the stream and offset, for the elector's
+    /// floor. `None` on a primary (its own tail is not acknowledged).
+    pub(super) fn floor_hint_of(&self, i: usize) -> Option<(String, u64)> {
+        let d = &self.nodes[i].data;
+        if !d.up || d.is_master() {
+            return None;
+        }
+        match &d.kevy {
+            Some(k) => k.runner.map(|(generation, base)| {
+                (
+                    format!("kevy-feed-{generation}"),
+                    (d.log.len() - base) as u64,
+                )
+            }),
+            None => Some((format!("s{}", d.stream), d.log.len() as u64)),
+        }
+    }
+
+    /// A kevy (re)started: a new process, a new feed generation (an unclean
+    /// stop bumps it), a replica of nowhere by its config.
+    pub(super) fn kevy_restarted(&mut self, i: usize) {
+        let fresh = self.fresh_stream();
+        let len = self.nodes[i].data.log.len();
+        if let Some(k) = self.nodes[i].data.kevy.as_mut() {
+            k.generation = fresh;
+            k.gen_base = len;
+            k.runner = None;
+            k.quiesced = false;
+            k.info_offset_max = 0;
+        }
+    }
+}
