@@ -222,20 +222,34 @@ fn primary_demoted_by_hand_with_a_replica_stalled(backend: Backend) {
     let mut cluster = Cluster::start(backend, 3);
     let p = cluster.wait_primary(Duration::from_secs(15));
     cluster.wait_replica_links(p);
-    let mut keys = acknowledged_keys(&cluster, p, "b1", 200, 2);
+    let mut keys = acknowledged_keys(&cluster, p, "b0", 20, 2);
     let epoch = epoch_of(&cluster, p);
-    let stalled = (0..3).find(|&i| i != p).unwrap();
-    cluster.signal_data(stalled, "STOP");
-    // An operator demotes the primary's data node behind its elector.
+    let others: Vec<usize> = (0..3).filter(|&i| i != p).collect();
+    let (ahead, behind) = (others[0], others[1]);
+    // `behind` stalls with what it had; `ahead` acknowledges more of the
+    // first stream, then stalls too.
+    let older = cluster.copy_data(behind, "before");
+    cluster.signal_data(behind, "STOP");
+    keys.extend(acknowledged_keys(&cluster, p, "b1", 100, 1));
+    cluster.signal_data(ahead, "STOP");
+    // An operator demotes the primary's data node behind its elector;
+    // `behind` comes back from its older files.
     let _: redis::RedisResult<String> = redis::cmd("REPLICAOF")
         .arg("127.0.0.1")
         .arg(1)
         .query(&mut cluster.client(p));
-    std::thread::sleep(Duration::from_millis(300));
+    cluster.restart_data_after(
+        behind,
+        DataRestart::From(older),
+        Duration::from_millis(30),
+        false,
+    );
+    // Whoever leads now (the same node again, in the same epoch under the
+    // old rules: a second stream from offset 0), `behind` acknowledges it.
     let q = cluster.wait_primary(Duration::from_secs(20));
     keys.extend(acknowledged_keys(&cluster, q, "b2", 30, 1));
     let epoch = epoch_of(&cluster, q).max(epoch);
-    cluster.signal_data(stalled, "CONT");
+    cluster.signal_data(ahead, "CONT");
     cluster.kill_node(q);
     let r = assert_nothing_lost(&cluster, &keys, epoch, Duration::from_secs(20));
     eprintln!(
@@ -357,19 +371,25 @@ fn three_with_the_acknowledging_replica_gone_back(backend: Backend, reboot: bool
     };
     acknowledged_keys(&cluster, a, "c2-old", 20, 2);
     let older = cluster.copy_data(c, "before");
-    // B stalls; C acknowledges 24 MB, more than B's socket buffers and A's
-    // hold, so B really lags once A is gone (a stalled process still
-    // receives what fits in its socket).
+    // B stalls; C acknowledges the writes. A stalled Redis still takes in
+    // what fits in its socket buffers (and applies it when it resumes), so
+    // on Redis the writes are 1 MB each, 24 MB in all. On kevy 7.0.0 a
+    // replica whose socket is full stalls the feed to the other replicas
+    // too (nothing was acknowledged with 1 MB values), and with small ones
+    // the resumed replica lags without help.
     cluster.signal_data(b, "STOP");
-    let big = "x".repeat(1 << 20);
+    let (count, value) = match backend {
+        Backend::Redis => (24, "x".repeat(1 << 20)),
+        Backend::Kevy => (100, "v".to_string()),
+    };
     let mut conn = cluster.client(a);
-    let keys: Vec<String> = (0..24)
+    let keys: Vec<String> = (0..count)
         .map(|k| format!("c2:{k}"))
-        .filter(|k| acked_value_by(&mut conn, k, &big, 1))
+        .filter(|k| acked_value_by(&mut conn, k, &value, 1))
         .collect();
     assert!(
-        keys.len() >= 20,
-        "only {} big writes acknowledged",
+        keys.len() >= count * 4 / 5,
+        "only {} of {count} writes acknowledged",
         keys.len()
     );
     // Faults a poll apart: C's elector has read (and written) its floor.

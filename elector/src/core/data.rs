@@ -166,11 +166,18 @@ impl Core {
         if changed {
             self.outbox.persist();
         }
-        // A reading of another stream under an epoch whose stream is
-        // recorded is no claim: one epoch names one stream (§6.10).
-        let other_stream = self.state.stream.as_ref().is_some_and(|r| {
-            r.data_epoch == epoch && obs.stream.is_some() && !obs.in_stream(&r.id)
-        });
+        // On a backend whose every promotion restarts the stream (kevy), a
+        // reading of another stream under an epoch whose stream is recorded
+        // is no claim: one epoch names one stream (§6.10). Redis continues
+        // its offsets across a promotion, and a replica that full-synced
+        // from a primary re-promoted in its epoch carries the new replid
+        // without the old one (`master_replid2` is cleared by a full sync):
+        // it is in the epoch's stream all the same, and refusing its claim
+        // would leave what it acknowledges out of its floor.
+        let other_stream = self.cfg.backend.promotion_restarts_stream
+            && self.state.stream.as_ref().is_some_and(|r| {
+                r.data_epoch == epoch && obs.stream.is_some() && !obs.in_stream(&r.id)
+            });
         if obs.link_up && epoch >= self.state.data_epoch && !other_stream {
             self.prove_by_claim(epoch, obs);
             if obs.master && self.role.leadership().is_some() && epoch == self.state.epoch {

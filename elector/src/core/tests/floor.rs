@@ -539,3 +539,36 @@ fn a_witness_never_elects_a_candidate_below_the_floor_the_data_promise_acknowled
     let step = w.handle(2_050, offer_at(2, "n2", 1, 1_200));
     assert!(step.persist.is_some(), "{step:?}");
 }
+
+#[test]
+fn a_redis_replica_that_full_synced_a_primary_re_promoted_in_its_epoch_claims_its_stream() {
+    // §6.10: Redis clears master_replid2 on a full sync; the replica is in
+    // the epoch's stream all the same, and its floor must follow what it
+    // acknowledges (loopback `data_safety`, the demotion by hand on Redis:
+    // the floor stayed behind and the replica voted for one lacking writes).
+    let mut n = follower_at(500);
+    n.handle(200, reading(0, 0, false, None, 1));
+    n.handle(300, primary_says("n1", 1, 900, 300));
+    let seq = n.core.target.seq;
+    n.handle(310, reading(900, seq, true, stream("s1-repromoted"), 1));
+    assert!(!n.core.below_floor());
+    assert_eq!(n.core.floor(), Some(Floor::new(1, 900)));
+    // kevy: another stream under the same epoch is never its stream.
+    let mut cfg = config("n2");
+    cfg.backend.promotion_restarts_stream = true;
+    let mut k = Node {
+        core: Core::new(cfg, PersistedState::default(), 0),
+        gate: Gate::default(),
+    };
+    k.start(0);
+    k.handle(1, reading(0, 1, false, None, 0));
+    k.handle(100, primary_says("n1", 1, 500, 100));
+    let seq = k.core.target.seq;
+    k.settle_writes(101);
+    k.handle(102, reading(500, seq, true, stream("g1"), 0));
+    k.settle_writes(103);
+    k.handle(200, reading(0, 0, false, None, 1));
+    let seq = k.core.target.seq;
+    k.handle(310, reading(40, seq, true, stream("g2"), 1));
+    assert!(k.core.below_floor(), "g2 is not epoch 1's stream");
+}
