@@ -237,6 +237,7 @@ mod tests {
             }),
             floor: Some(crate::core::Floor::new(4, 1_200)),
             held: None,
+            joining: 5,
         };
         file.store(&state).unwrap();
         assert_eq!(

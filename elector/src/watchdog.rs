@@ -146,7 +146,6 @@ async fn watch<A: DataNodeAdapter>(
     (clamps, hint): (std::path::PathBuf, std::path::PathBuf),
     vip: Option<crate::vip::Vip>,
 ) {
-    let mut hinted: Option<(String, u64)> = None;
     // Said at start, with its cause: a watchdog that cannot reach or log
     // in to its data node would otherwise be found out only when it must
     // fence (the fence is still tried then).
@@ -196,7 +195,7 @@ async fn watch<A: DataNodeAdapter>(
             if let Err(e) = clamp(&mut node).await {
                 tracing::warn!(error = %e, "watchdog: fencing the data node failed; retrying");
             } else {
-                hinted = record_floor_hint(&mut node, &hint, hinted).await;
+                record_floor_hint(&mut node, &hint).await;
             }
         }
         if first_of_silence {
@@ -221,33 +220,36 @@ async fn watch<A: DataNodeAdapter>(
 
 /// After a clamp, nothing the node holds can be acknowledged any more: what
 /// it holds now is what it may have acknowledged while the elector was
-/// silent. Written for the elector's floor (`floor_hint`, protocol §6.10)
-/// when it changed; returns what the file holds.
-async fn record_floor_hint<A: DataNodeAdapter>(
-    node: &mut A,
-    path: &std::path::Path,
-    last: Option<(String, u64)>,
-) -> Option<(String, u64)> {
-    let info = node.observe().await.ok()?;
+/// silent. Recorded for the elector's floor (`floor_hint`, protocol §6.10),
+/// beside what earlier clamps recorded in other streams.
+async fn record_floor_hint<A: DataNodeAdapter>(node: &mut A, path: &std::path::Path) {
+    let Ok(info) = node.observe().await else {
+        return;
+    };
     // A primary's position includes what no replica acknowledged: its
     // elector's held position covers it, and a floor must not (a witness
-    // would refuse a successor that holds every acknowledged write).
+    // would refuse a successor that holds every acknowledged write). A Redis
+    // primary the clamp demoted reads as a replica here: its elector ignores
+    // hints in a stream it served as primary.
     if info.is_master() {
-        return last;
+        return;
     }
-    let hint = info.stream.map(|s| (s, info.offset));
-    if hint.is_none() || hint == last {
-        return last;
-    }
-    let (stream, offset) = hint.clone()?;
-    match crate::datanode::floor_hint::write(path, &stream, offset) {
-        Ok(()) => {
-            tracing::info!(%stream, offset, "watchdog: recorded what the data node held for the elector's floor");
-            hint
+    let Some(stream) = info.stream else {
+        return;
+    };
+    // The join the elector had under way (protocol §6.10): a stream its
+    // record does not name counts as that epoch's only for the same join.
+    // Unreadable: 0, so the entry counts only in a recorded stream.
+    let joining = path
+        .parent()
+        .and_then(|dir| crate::persist::StateFile::new(dir).load(false).ok())
+        .map_or(0, |state| state.joining());
+    match crate::datanode::floor_hint::record(path, &stream, info.offset, joining) {
+        Ok(_) => {
+            tracing::debug!(%stream, offset = info.offset, "watchdog: recorded what the data node held for the elector's floor")
         }
         Err(e) => {
-            tracing::warn!(error = %e, path = %path.display(), "watchdog: could not record the floor hint");
-            last
+            tracing::warn!(error = %e, path = %path.display(), "watchdog: could not record the floor hint")
         }
     }
 }

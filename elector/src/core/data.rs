@@ -32,6 +32,11 @@ pub(super) struct DataView {
     pub(crate) forced_at: Option<Millis>,
     /// Candidacies stood on the operator's request so far.
     pub(crate) forced_tries: u32,
+    /// This elector started with a join written and not claimed (§6.10):
+    /// its predecessor died in the claim window, so what the data node
+    /// took meanwhile is unknown. A join made by this process is watched
+    /// (the claim follows the readings), so this clears at the next join.
+    pub(crate) inherited_join: bool,
 }
 
 impl Default for DataView {
@@ -48,6 +53,7 @@ impl Default for DataView {
             serving: None,
             forced_at: None,
             forced_tries: 0,
+            inherited_join: false,
         }
     }
 }
@@ -314,6 +320,17 @@ impl Core {
                 seq,
                 target: super::FenceTarget::Isolated,
             });
+        }
+        if matches!(target, DataNodeTarget::Follow { .. }) && self.state.epoch > self.state.joining
+        {
+            // Durable before the data node is told (the follow below waits
+            // for this write): it may link up and acknowledge the new
+            // primary's writes before we read it and record the claim, and
+            // an elector that dies in between must come back knowing it
+            // (§6.10).
+            self.state.joining = self.state.epoch;
+            self.data.inherited_join = false;
+            self.outbox.persist();
         }
         self.target.current = target.clone();
         self.target.seq += 1;

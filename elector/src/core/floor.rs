@@ -21,7 +21,7 @@
 //! vote, nothing is elected until a node that holds the floor returns, or an
 //! operator accepts the loss (`elector accept-data-loss`, §6.10).
 
-use super::types::{Floor, Notice, Observation, StreamRecord};
+use super::types::{Floor, Notice, Observation, StreamId, StreamRecord};
 use super::Core;
 use crate::core::types::Millis;
 
@@ -88,13 +88,14 @@ impl Core {
         self.state.floor
     }
 
-    /// What this node must not stand or vote below: its floor, and what its
-    /// data node held as primary (§6.10).
+    /// What this node must not stand or vote below: its floor, what its
+    /// data node held as primary, and what the watchdog saw it hold in a
+    /// stream it was joining (§6.10).
     pub(crate) fn must_hold(&self) -> Option<Floor> {
-        match (self.state.floor, self.state.held) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        }
+        [self.state.floor, self.state.held, self.unplaced_hint()]
+            .into_iter()
+            .flatten()
+            .max()
     }
 
     pub fn proof(&self) -> Proof {
@@ -175,11 +176,27 @@ impl Core {
             }
             return;
         }
+        // A replica holds only what it received, and acknowledged what it
+        // received: in the stream we claimed, every reading is a floor,
+        // whatever we asked of the node meanwhile (the simulator found it,
+        // kevy seed 1553: a paused host resumed, caught up and acknowledged
+        // 105 bytes during a slow detach that no reading saw under way).
+        // Not in a stream this node served as primary: there its data is
+        // its own tail, acknowledged or not (`held` covers it). In a stream
+        // not yet recorded, only once data can have arrived.
+        if obs.master {
+            return;
+        }
+        let Some(offset) = obs.offset else { return };
+        let in_record = self.state.stream.as_ref().is_some_and(|r| {
+            r.data_epoch == self.state.data_epoch
+                && obs.in_stream(&r.id)
+                && self.state.held.is_none_or(|h| h.data_epoch < r.data_epoch)
+        });
         let following = matches!(self.target.current, super::DataNodeTarget::Follow { .. })
             && self.data_settled();
-        let Some(offset) = obs.offset else { return };
         let moved = obs.offset_at_apply.is_some_and(|at| at != offset);
-        if !following || !(obs.link_up || moved) {
+        if !in_record && !(following && (obs.link_up || moved)) {
             return;
         }
         let epoch = self.state.data_epoch.max(self.state.data_epoch_seen);
@@ -190,26 +207,104 @@ impl Core {
         }
     }
 
-    /// The watchdog's floor hint (§6.10): what the data node held when the
-    /// watchdog detached it while this elector was silent. In the stream
-    /// the durable record names it is a floor (what it may have
-    /// acknowledged meanwhile), whatever the data node holds now.
+    /// The watchdog's floor hints (§6.10): what the data node held when the
+    /// watchdog detached it while this elector was silent. The entry of the
+    /// stream the durable record names is a floor (what it may have
+    /// acknowledged meanwhile), whatever the data node holds now; unless
+    /// this node served that stream as its primary, where a reading after
+    /// the clamp (a Redis primary demoted by it) is its own tail, which
+    /// nobody acknowledged and which must not reach a witness as a floor
+    /// (the simulator found it, 2+1 seed 2942: a successor holding every
+    /// acknowledged write could never be elected).
     pub(super) fn absorb_floor_hint(&mut self, obs: &Observation) {
         if self.cfg.faults.ignore_floor {
             return;
         }
-        let (Some((stream, offset)), Some(record)) = (&obs.floor_hint, &self.state.stream) else {
+        let Some(record) = &self.state.stream else {
             return;
         };
-        if *stream != record.id {
+        if self
+            .state
+            .held
+            .is_some_and(|h| h.data_epoch >= record.data_epoch)
+        {
             return;
         }
-        let at = Floor::new(record.data_epoch, *offset);
+        let Some(offset) = obs
+            .floor_hint
+            .iter()
+            .filter(|h| h.stream == record.id)
+            .map(|h| h.offset)
+            .max()
+        else {
+            return;
+        };
+        let at = Floor::new(record.data_epoch, offset);
         if self.state.floor.is_none_or(|f| at > f) {
             tracing::info!(floor = ?at, "floor raised by the watchdog's hint (what the data node held when it detached it)");
             self.state.floor = Some(at);
             self.data.floor_dirty = true;
         }
+    }
+
+    /// The epoch this node set out to join and has not claimed (§6.10): its
+    /// data node may hold that stream's writes under a name no record of
+    /// ours carries.
+    pub(super) fn unclaimed_join(&self) -> Option<u64> {
+        let claimed = self
+            .state
+            .data_epoch
+            .max(self.state.stream.as_ref().map_or(0, |r| r.data_epoch));
+        (self.state.joining > claimed).then_some(self.state.joining)
+    }
+
+    /// An unclaimed join this process did not make itself (§6.10): one it
+    /// makes, it watches, and its readings claim the stream as data
+    /// arrives; counting its readings as positions in the joined epoch
+    /// would only deadlock a cluster whose new primary died before any
+    /// replica linked up (the simulator found it: every voter judged by an
+    /// epoch no candidate could offer).
+    fn inherited_unclaimed_join(&self) -> Option<u64> {
+        self.unclaimed_join().filter(|_| self.data.inherited_join)
+    }
+
+    /// Whether `stream` is the one the durable record names (a reading of
+    /// an unnamed stream is not).
+    fn is_recorded_stream(&self, stream: Option<&StreamId>) -> bool {
+        match (stream, &self.state.stream) {
+            (Some(s), Some(r)) => *s == r.id,
+            _ => false,
+        }
+    }
+
+    /// During an unclaimed join, the watchdog's hints written under that
+    /// same join in a stream no record names: positions in the joined
+    /// epoch's stream, for all we know (§6.10).
+    fn unplaced_hint(&self) -> Option<Floor> {
+        let epoch = self.inherited_unclaimed_join()?;
+        self.data
+            .obs
+            .floor_hint
+            .iter()
+            .filter(|h| h.joining == epoch && !self.is_recorded_stream(Some(&h.stream)))
+            .map(|h| h.offset)
+            .max()
+            .map(|offset| Floor::new(epoch, offset))
+    }
+
+    /// During an unclaimed join, the data node's reading in a stream other
+    /// than the recorded one (including one that continues it: a Redis
+    /// replica that joined the new primary carries the new primary's
+    /// `master_replid`, the recorded one as `master_replid2`): a position
+    /// in the joined epoch's stream, for all we know (§6.10). Used when
+    /// voting only; standing needs a claim anyway.
+    pub(super) fn unplaced_reading(&self) -> Option<(u64, u64)> {
+        let epoch = self.inherited_unclaimed_join()?;
+        let obs = &self.data.obs;
+        if !obs.reachable || self.is_recorded_stream(obs.stream.as_ref()) {
+            return None;
+        }
+        Some((epoch, obs.offset?))
     }
 
     /// Writes a risen floor once a heartbeat at most, or at once when

@@ -38,8 +38,8 @@ pub use floor::{Proof, Unproven};
 pub use output::{Action, Fence, FenceTarget, Gate, Gated, GrantTarget, Output, Persist};
 pub use peers::PeerView;
 pub use types::{
-    DataNodeTarget, Floor, Millis, Notice, Observation, PersistedState, Reason, StreamId,
-    StreamRecord, SwitchoverFailure,
+    DataNodeTarget, Floor, FloorHint, Millis, Notice, Observation, PersistedState, Reason,
+    StreamId, StreamRecord, SwitchoverFailure,
 };
 
 use crate::protocol::{Message, NodeId, Role, MAX_EPOCH};
@@ -128,6 +128,7 @@ impl Core {
             cfg,
         };
         core.data.proof = core.initial_proof();
+        core.data.inherited_join = core.unclaimed_join().is_some();
         core.data.below_floor_reported = core.below_floor();
         core
     }

@@ -55,6 +55,28 @@ pub struct PersistedState {
     /// acknowledged write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) held: Option<Floor>,
+    /// The newest epoch whose primary this node pointed its data node at,
+    /// written before the data node is told to (§6.10). Until a claim in
+    /// that epoch is recorded, the data node may hold (and have
+    /// acknowledged) that stream's writes under a name no record of ours
+    /// carries: a reading in another stream then counts as a position in
+    /// this epoch when voting. Without it, an elector that died between its
+    /// data node linking up and the claim being written would come back
+    /// voting with the older stream's position.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) joining: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl PersistedState {
+    /// The epoch whose stream this node last set out to join (§6.10); the
+    /// watchdog tags its floor hints with it.
+    pub fn joining(&self) -> u64 {
+        self.joining
+    }
 }
 
 /// A data node's place in a replication stream: the stream's epoch (the
@@ -188,12 +210,22 @@ pub struct Observation {
     /// a promotion (Redis `master_replid2`): a reading in `stream` is then
     /// also a reading in `stream_prev`. kevy never continues a stream.
     pub(crate) stream_prev: Option<StreamId>,
-    /// What the watchdog read of the data node when it last detached it
-    /// (`<data_dir>/floor-hint`, §6.10): the stream and offset it held. A
-    /// replica whose elector was dead kept acknowledging until then, and
-    /// nothing else records that; in the stream this node's record names,
-    /// it raises the floor.
-    pub(crate) floor_hint: Option<(StreamId, u64)>,
+    /// What the watchdog read of the data node when it detached it
+    /// (`<data_dir>/floor-hint`, §6.10): per stream, the highest offset it
+    /// held. A replica whose elector was dead kept acknowledging until
+    /// then, and nothing else records that; in the stream this node's
+    /// record names, it raises the floor.
+    pub(crate) floor_hint: Vec<FloorHint>,
+}
+
+/// One of the watchdog's floor hints (§6.10): the highest offset the data
+/// node held in `stream` when the watchdog detached it, and the epoch this
+/// node was joining then (its durable `joining`, 0 for none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FloorHint {
+    pub stream: StreamId,
+    pub offset: u64,
+    pub joining: u64,
 }
 
 impl Observation {

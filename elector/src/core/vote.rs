@@ -21,6 +21,7 @@ impl Core {
             Some(_) => (stream, self.my_offset()),
             None => (stream, 0),
         };
+        let fresh = self.unplaced_reading().map_or(fresh, |at| fresh.max(at));
         self.must_hold().map_or(fresh, |f| fresh.max(f.pair()))
     }
 

@@ -43,10 +43,10 @@ pub struct ReplicationInfo {
     /// Redis `master_replid2`: the stream this one continues (offsets carry
     /// on across a Redis promotion). kevy never continues a stream.
     pub stream_prev: Option<String>,
-    /// The watchdog's floor hint file (`<data_dir>/floor-hint`): the stream
-    /// and offset the data node held when the watchdog detached it
-    /// (protocol §6.10). Read with the observation.
-    pub floor_hint: Option<(String, u64)>,
+    /// The watchdog's floor hint file (`<data_dir>/floor-hint`): per
+    /// stream, the highest offset the data node held when the watchdog
+    /// detached it (protocol §6.10). Read with the observation.
+    pub floor_hint: Vec<super::floor_hint::Hint>,
 }
 
 /// A replication id that names a stream: Redis and kevy write 40 zeros for

@@ -173,7 +173,10 @@ pub(crate) async fn run<A: DataNodeAdapter>(
                 Step::Run(Command::FenceBlind) => Outcome::BlindFenced(adapter.fence_blind().await),
                 Step::Run(Command::Observe) => {
                     let read = adapter.observe().await.map(|mut info| {
-                        info.floor_hint = floor_hint.as_deref().and_then(floor_hint::read);
+                        info.floor_hint = floor_hint
+                            .as_deref()
+                            .map(floor_hint::read)
+                            .unwrap_or_default();
                         info
                     });
                     // After the read: a live tether then proves the read

@@ -9,7 +9,7 @@ mod wire;
 
 use std::fmt;
 
-pub use self::wire::MessageError;
+pub use self::wire::{heartbeat_reads_floors, MessageError};
 
 /// Operator-chosen node identity: ASCII, at most 32 bytes (protocol §2).
 pub(crate) type NodeId = String;

@@ -190,3 +190,73 @@ fn a_forced_offer_round_trips_and_an_unknown_flag_is_refused() {
     *bad.last_mut().unwrap() = b"please".to_vec();
     assert_eq!(Message::from_fields(&bad), Err(MessageError::BadFlag));
 }
+
+#[test]
+fn the_short_form_for_an_elector_before_floors_fits_its_arity_and_keeps_the_priority() {
+    // §3.8: an elector before floors accepts at most eleven HB arguments and
+    // four OFFER arguments, and drops (and disconnects over) anything longer.
+    let floored = Heartbeat {
+        floor: Some((4, 1_200)),
+        ..hb()
+    };
+    let short = Message::Hb(floored.clone()).to_fields_for(false);
+    assert!(short.len() - 1 <= 11, "{} arguments", short.len() - 1);
+    assert_eq!(
+        Message::from_fields(&short),
+        Ok(Message::Hb(Heartbeat {
+            floor: None,
+            ..floored.clone()
+        }))
+    );
+    assert_eq!(
+        Message::from_fields(&Message::Hb(floored.clone()).to_fields_for(true)),
+        Ok(Message::Hb(floored))
+    );
+    let forced = Message::Offer {
+        epoch: 9,
+        candidate: "n2".into(),
+        offset: 7,
+        data_epoch: 3,
+        forced: true,
+    };
+    let short = forced.to_fields_for(false);
+    assert!(short.len() - 1 <= 4);
+    assert_eq!(
+        Message::from_fields(&short),
+        Ok(Message::Offer {
+            epoch: 9,
+            candidate: "n2".into(),
+            offset: 7,
+            data_epoch: 3,
+            forced: false,
+        })
+    );
+}
+
+#[test]
+fn a_heartbeat_says_whether_its_sender_reads_the_floor_fields() {
+    // §3.8: the flag travels in the flags field, which older electors read
+    // letter by letter, so they ignore it.
+    let fields = Message::Hb(hb()).to_fields();
+    assert_eq!(heartbeat_reads_floors(&fields), Some(true));
+    let fenced = Message::Hb(Heartbeat {
+        eligible: false,
+        fenced: true,
+        ..hb()
+    });
+    assert_eq!(
+        Message::from_fields(&fenced.to_fields()),
+        Ok(fenced.clone()),
+        "the flag does not disturb the others"
+    );
+    let mut old = Message::Hb(hb()).to_fields();
+    old[7] = b"e".to_vec();
+    assert_eq!(heartbeat_reads_floors(&old), Some(false));
+    old.truncate(5);
+    assert_eq!(heartbeat_reads_floors(&old), Some(false), "seed format");
+    let accept = Message::Accept {
+        epoch: 1,
+        voter: "n1".into(),
+    };
+    assert_eq!(heartbeat_reads_floors(&accept.to_fields()), None);
+}

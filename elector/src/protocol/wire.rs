@@ -9,6 +9,26 @@ use super::{
     valid_node_id, Heartbeat, Message, NodeId, RejectReason, Role, MAX_EPOCH, MAX_WIRE_NUMBER,
 };
 
+/// The heartbeat flag of an elector that reads the floor fields (§3.8).
+const READS_FLOORS: char = 'F';
+/// The most fields an elector before floors accepts in a heartbeat (`HB`,
+/// ten fields and the priority) and in an OFFER.
+const LEGACY_HB_FIELDS: usize = 12;
+const LEGACY_OFFER_FIELDS: usize = 5;
+
+/// Whether a decoded heartbeat frame's sender reads the floor fields
+/// (§3.8); `None` for any other frame. The transport sends the short form
+/// to a peer whose latest heartbeat says it does not.
+pub fn heartbeat_reads_floors(fields: &[Vec<u8>]) -> Option<bool> {
+    match fields {
+        [name, args @ ..] if name.as_slice() == b"HB" => Some(
+            args.get(6)
+                .is_some_and(|flags| flags.contains(&(READS_FLOORS as u8))),
+        ),
+        _ => None,
+    }
+}
+
 impl Message {
     /// The message as RESP2 bulk-string fields, the seed's order first and
     /// our extensions appended.
@@ -41,9 +61,10 @@ impl Message {
                 if hb.lease_lost {
                     flags.push('l');
                 }
-                if flags.is_empty() {
-                    flags.push('-');
-                }
+                // "I read the floor fields" (§3.8): an elector before them
+                // ignores an unknown flag but drops a frame with more
+                // fields than it knows, so peers send it the short form.
+                flags.push(READS_FLOORS);
                 let mut frame = vec![
                     s("HB"),
                     n(hb.epoch),
@@ -118,6 +139,23 @@ impl Message {
                 vec![s("HANDOVER"), n(*epoch), s(from), s(to)]
             }
         }
+    }
+
+    /// The fields for a peer that does (`true`) or may not read the fields
+    /// added with floors (§3.8): for an elector before them, a heartbeat
+    /// without its floor and an OFFER without `forced`, which it would
+    /// otherwise refuse as a whole (and close the connection over).
+    pub fn to_fields_for(&self, peer_reads_floors: bool) -> Vec<Vec<u8>> {
+        let mut fields = self.to_fields();
+        if !peer_reads_floors {
+            match self {
+                // HB, its ten fields and the priority.
+                Message::Hb(_) => fields.truncate(LEGACY_HB_FIELDS),
+                Message::Offer { .. } => fields.truncate(LEGACY_OFFER_FIELDS),
+                _ => {}
+            }
+        }
+        fields
     }
 
     /// Decodes a frame's fields; total (any input gives a message or an error).

@@ -43,8 +43,8 @@ pub struct DataNode {
     /// (§6.10), `None`: closed. Set by the simulated shell after each round.
     pub gate_open: Option<u64>,
     /// The watchdog's floor hint file beside the elector's state (§6.10):
-    /// what this replica held when the watchdog detached it.
-    pub floor_hint: Option<(String, u64)>,
+    /// per stream, what this replica held when the watchdog detached it.
+    pub floor_hint: Vec<elector::datanode::floor_hint::Hint>,
 }
 
 /// What a kevy 7.0.0 server holds beyond the log (docs/architecture.md
@@ -76,7 +76,7 @@ impl DataNode {
             stream_prev: None,
             kevy: None,
             gate_open: None,
-            floor_hint: None,
+            floor_hint: Vec::new(),
         }
     }
 

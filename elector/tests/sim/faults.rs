@@ -308,8 +308,16 @@ impl Sim {
     pub fn watchdog_clamp(&mut self, i: usize) {
         // What a replica held when detached, for its elector's floor
         // (§6.10): nothing it holds can be acknowledged after the clamp.
-        if let Some(hint) = self.floor_hint_of(i) {
-            self.nodes[i].data.floor_hint = Some(hint);
+        if let Some((stream, offset)) = self.floor_hint_of(i) {
+            // As the watchdog does: merged with earlier entries, tagged
+            // with the join the elector's durable state names.
+            let joining = self.nodes[i].disk.joining();
+            elector::datanode::floor_hint::merge(
+                &mut self.nodes[i].data.floor_hint,
+                &stream,
+                offset,
+                joining,
+            );
         }
         let d = &mut self.nodes[i].data;
         // kevy: the watchdog's policy quiesces a primary (it keeps its feed

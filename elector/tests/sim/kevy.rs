@@ -120,11 +120,11 @@ impl Sim {
             };
             info.master_host = Some(host);
             info.master_port = Some(port);
-            token = match (k.runner, d.link_up) {
-                (Some((generation, base)), true) => {
+            token = match k.runner {
+                Some((generation, base)) => {
                     redis::Value::Array(vec![int(generation), int((d.log.len() - base) as u64)])
                 }
-                _ => redis::Value::Array(vec![int(0), int(0)]),
+                None => redis::Value::Array(vec![int(0), int(0)]),
             };
         }
         Ok((info, token))
@@ -465,12 +465,16 @@ impl Sim {
                 && self.gate_admits(u)
         });
         let Some(u) = upstream.filter(|_| linkable) else {
+            // The runner lives on, retrying: kevy 7.0.0's `REPL.TOKEN` still
+            // answers its generation and applied offset after the upstream
+            // died (checked by hand: a replica at 200 kept answering
+            // `<gen> 200` with its primary killed). Only a `REPLICAOF` or a
+            // restart ends it.
             self.nodes[i].data.link_up = false;
-            self.kstate_mut(i).runner = None;
             return;
         };
         let (gen, base) = (self.kstate(u).generation, self.kstate(u).gen_base);
-        let resync = self.kstate(i).runner != Some((gen, base));
+        let resync = !self.nodes[i].data.link_up || self.kstate(i).runner != Some((gen, base));
         if resync {
             let log = self.nodes[u].data.log.clone();
             self.nodes[i].data.log = log;

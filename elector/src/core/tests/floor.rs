@@ -572,3 +572,121 @@ fn a_redis_replica_that_full_synced_a_primary_re_promoted_in_its_epoch_claims_it
     k.handle(310, reading(40, seq, true, stream("g2"), 1));
     assert!(k.core.below_floor(), "g2 is not epoch 1's stream");
 }
+
+/// A replica's reading at `offset` in `stream_id` (data-node process
+/// `generation`, target `applied_seq`) carrying the watchdog's hint that it
+/// held `hint` in `hint_stream` while joining `joining` (§6.10).
+fn hinted(
+    offset: u64,
+    applied_seq: u64,
+    stream_id: &str,
+    generation: u64,
+    (hint_stream, hint, joining): (&str, u64, u64),
+) -> Event {
+    Event::DataNode(Observation {
+        reachable: true,
+        offset: Some(offset),
+        applied_seq,
+        generation,
+        stream: stream(stream_id),
+        floor_hint: vec![FloorHint {
+            stream: StreamId(hint_stream.into()),
+            offset: hint,
+            joining,
+        }],
+        ..Observation::default()
+    })
+}
+
+/// n2 restarted (elector alone) from `durable`, at 5 000 ms.
+fn restarted(durable: PersistedState) -> Node {
+    let mut n = Node {
+        core: Core::new(config("n2"), durable, 5_000),
+        gate: Gate::default(),
+    };
+    n.start(5_000);
+    n
+}
+
+/// n2 following n1's epoch-1 stream at 500, then told of n3's epoch-2
+/// primary: its elector dies once the join is written, before any claim.
+fn died_while_joining() -> PersistedState {
+    let mut n = follower_at(500);
+    let step = n.handle(200, primary_says("n3", 2, 900, 200));
+    assert!(
+        matches!(n.core.target.current, DataNodeTarget::Follow { .. }),
+        "follows the newer epoch"
+    );
+    assert_eq!(
+        step.persist.map(|p| p.state.joining()),
+        Some(2),
+        "the join is written before the data node is told"
+    );
+    n.settle_writes(201);
+    n.core.persisted().clone()
+}
+
+#[test]
+fn an_elector_that_died_before_claiming_a_join_votes_with_what_its_data_node_may_have_acknowledged()
+{
+    // §6.10, the claim window: the data node linked up to n3's epoch-2
+    // stream and acknowledged up to 700 there; no claim was recorded.
+    let durable = died_while_joining();
+    assert_eq!(durable.stream.as_ref().map(|r| r.data_epoch), Some(1));
+    let mut n = restarted(durable.clone());
+    n.handle(5_001, reading(700, 1, false, stream("s3"), 0));
+    let step = n.handle(9_000, offer_at(3, "n1", 1, 800));
+    assert_eq!(
+        reject_reason(&step),
+        Some(RejectReason::CandidateBehind),
+        "epoch 1 at 800 is behind what epoch 2 may have acknowledged"
+    );
+    let mut n = restarted(durable);
+    n.handle(5_001, reading(700, 1, false, stream("s3"), 0));
+    let step = n.handle(9_000, offer_at(3, "n1", 2, 700));
+    assert!(
+        step.persist.is_some(),
+        "a candidate holding the joined stream's 700 gets the vote: {step:?}"
+    );
+}
+
+#[test]
+fn the_watchdogs_hint_under_an_unclaimed_join_holds_a_restarted_elector_to_it() {
+    // §6.10, the floor hint: the data node, detached by the watchdog while
+    // the elector was down, held 650 of the stream it was joining; then it
+    // restarted empty. Nothing but the hint remembers the 650.
+    let mut n = restarted(died_while_joining());
+    n.handle(5_001, hinted(0, 1, "fresh", 1, ("s3", 650, 2)));
+    assert_eq!(n.core.must_hold(), Some(Floor::new(2, 650)));
+    assert!(n.core.below_floor());
+    let step = n.handle(9_000, offer_at(3, "n1", 2, 600));
+    assert!(reject_reason(&step).is_some(), "voted for 600: {step:?}");
+}
+
+#[test]
+fn the_watchdogs_hint_in_the_recorded_stream_raises_the_floor() {
+    // §6.10: the replica kept acknowledging while its elector was down;
+    // the watchdog read 1 200 when it detached it.
+    let mut n = restarted(follower_at(500).core.persisted().clone());
+    n.handle(5_001, hinted(900, 1, "s1", 0, ("s1", 1_200, 0)));
+    assert_eq!(n.core.floor(), Some(Floor::new(1, 1_200)));
+    assert!(
+        n.core.below_floor(),
+        "900 is below what it may have acknowledged"
+    );
+}
+
+#[test]
+fn a_primarys_own_tail_in_the_watchdogs_hint_is_not_a_floor() {
+    // §6.10 (simulator, 2+1 seed 2942): a primary's data node demoted by
+    // the watchdog holds its own unacknowledged tail; as a floor it would
+    // stop every successor that holds all acknowledged writes.
+    let mut n = kevy_primary();
+    let before = n.core.floor();
+    assert!(n.core.state.held.is_some(), "it held its stream as primary");
+    n.handle(
+        500,
+        hinted(5_000, n.core.target.seq, "g1", 0, ("g1", 5_000, 0)),
+    );
+    assert_eq!(n.core.floor(), before);
+}

@@ -88,12 +88,8 @@ async fn serve(shared: &Shared, peer: &str, mut stream: TcpStream, outbox: &Outb
         node_id: shared.me.clone(),
         fingerprint: Some(shared.fingerprint.to_string()),
     };
-    if let Err(why) = write_frame(
-        &mut stream,
-        &encode(&hello, peer, &shared.auth),
-        t.write_deadline,
-    )
-    .await
+    if let Err(why) =
+        write_frame(&mut stream, &encode(&hello, peer, shared), t.write_deadline).await
     {
         return why;
     }
@@ -101,7 +97,7 @@ async fn serve(shared: &Shared, peer: &str, mut stream: TcpStream, outbox: &Outb
     let mut probe = [0u8; 64];
     loop {
         while let Some(msg) = outbox.pop() {
-            let bytes = encode(&msg, peer, &shared.auth);
+            let bytes = encode(&msg, peer, shared);
             if let Err(why) = write_frame(&mut stream, &bytes, t.write_deadline).await {
                 return why;
             }

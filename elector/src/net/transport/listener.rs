@@ -12,7 +12,7 @@ use super::{Close, Inbound, Shared};
 use crate::net::auth::unix_ms_now;
 use crate::net::codec::{self, Limits};
 use crate::net::fingerprint::Fingerprint;
-use crate::protocol::{Message, NodeId};
+use crate::protocol::{heartbeat_reads_floors, Message, NodeId};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
@@ -242,6 +242,9 @@ pub(super) async fn read_connection(
                     );
                 }
                 (Some(from), _) => {
+                    if let Some(reads) = heartbeat_reads_floors(&opened.fields) {
+                        shared.peer_reads_floors(from, reads);
+                    }
                     shared.metrics.message_in(msg.kind());
                     let item = Inbound {
                         from: from.clone(),

@@ -24,7 +24,7 @@ use crate::net::auth::Authenticator;
 use crate::net::codec;
 use crate::net::fingerprint::Fingerprint;
 use crate::protocol::{Message, NodeId};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -163,6 +163,10 @@ pub(crate) struct Shared {
     /// keeps one outbound connection, so only its newest is read (§3.3).
     pub(crate) newest: HashMap<NodeId, watch::Sender<u64>>,
     pub(crate) timings: LinkTimings,
+    /// Peers whose latest heartbeat said they do not read the floor fields
+    /// (an elector from before them, during a binary upgrade): they get
+    /// the short form (protocol §3.8).
+    pub(crate) short_form: Mutex<HashSet<NodeId>>,
 }
 
 impl Shared {
@@ -187,7 +191,35 @@ impl Shared {
             heard: Heard::default(),
             newest,
             timings,
+            short_form: Mutex::default(),
         }
+    }
+
+    /// Notes whether `peer`'s latest heartbeat reads the floor fields.
+    pub(crate) fn peer_reads_floors(&self, peer: &str, reads: bool) {
+        let mut short = self.short_form.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = if reads {
+            short.remove(peer)
+        } else {
+            short.insert(peer.to_string())
+        };
+        if changed {
+            tracing::info!(
+                %peer, reads_floors = reads,
+                "peer's elector version changed: sending it the {} form (protocol §3.8)",
+                if reads { "full" } else { "short" }
+            );
+        }
+    }
+
+    /// Whether `peer` gets the full form: until its first heartbeat says
+    /// otherwise, it does (§3.8).
+    fn reads_floors(&self, peer: &str) -> bool {
+        !self
+            .short_form
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(peer)
     }
 }
 
@@ -296,9 +328,11 @@ pub fn start(
     }
 }
 
-/// Seals `msg` for `to` (a fresh authentication sequence number) and frames it.
-fn encode(msg: &Message, to: &str, auth: &Mutex<Authenticator>) -> Vec<u8> {
-    let fields = auth.lock().expect("auth lock").seal(to, msg.to_fields());
+/// Seals `msg` for `to` (a fresh authentication sequence number) and frames
+/// it, in the form `to` reads (§3.8).
+fn encode(msg: &Message, to: &str, shared: &Shared) -> Vec<u8> {
+    let fields = msg.to_fields_for(shared.reads_floors(to));
+    let fields = shared.auth.lock().expect("auth lock").seal(to, fields);
     codec::encode_owned(&fields)
 }
 
