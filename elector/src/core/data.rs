@@ -165,7 +165,18 @@ impl Core {
             self.state.data_epoch_seen = epoch;
             changed = true;
         }
-        if obs.link_up && epoch > self.state.data_epoch {
+        // Joined: the link is up, or data arrived from the upstream since
+        // the target was applied (a replica's offset moves only by what its
+        // upstream sends). A replica can full-sync, acknowledge writes and
+        // lose its primary between two polls, the link never seen up; its
+        // data is the stream's all the same (tests/data_safety.rs, Redis,
+        // a demotion by hand: 30 acknowledged writes lost when only the
+        // link counted).
+        let arrived = obs
+            .offset_at_apply
+            .is_some_and(|at| obs.offset.is_some_and(|o| o != at));
+        let joined = obs.link_up || arrived;
+        if joined && epoch > self.state.data_epoch {
             self.state.data_epoch = epoch;
             changed = true;
         }
@@ -184,7 +195,7 @@ impl Core {
             && self.state.stream.as_ref().is_some_and(|r| {
                 r.data_epoch == epoch && obs.stream.is_some() && !obs.in_stream(&r.id)
             });
-        if obs.link_up && epoch >= self.state.data_epoch && !other_stream {
+        if joined && epoch >= self.state.data_epoch && !other_stream {
             self.prove_by_claim(epoch, obs);
             if obs.master && self.role.leadership().is_some() && epoch == self.state.epoch {
                 let started = self.data.serving.as_ref().filter(|(e, _)| *e == epoch);
