@@ -187,10 +187,11 @@ struct Round {
     fence_failed: bool,
 }
 
-/// What a round does next: a command, or end with this read.
+/// What a round does next: a command, or end with this read (boxed: a read is
+/// ten times the size of a command, and rounds pass `Progress` by value).
 enum Progress {
     Run(Command),
-    Finish(Result<ReplicationInfo, DataNodeError>),
+    Finish(Box<Result<ReplicationInfo, DataNodeError>>),
 }
 
 impl Round {
@@ -244,13 +245,13 @@ impl Round {
                 if self.needs_apply && self.error.is_none() {
                     t.offset_at_apply = after.as_ref().ok().map(|i| i.offset);
                 }
-                Progress::Finish(after)
+                Progress::Finish(Box::new(after))
             }
             (phase, outcome) => {
                 // An executor that answers out of turn: end the round with
                 // what is known rather than act on a mismatched result.
                 tracing::error!(?phase, ?outcome, "data-node driver: unexpected outcome");
-                Progress::Finish(self.take_before())
+                Progress::Finish(Box::new(self.take_before()))
             }
         }
     }
@@ -371,7 +372,7 @@ impl Round {
         if self.needs_apply || self.restarted {
             return self.run(Phase::ObserveAfter, Command::Observe);
         }
-        Progress::Finish(self.take_before())
+        Progress::Finish(Box::new(self.take_before()))
     }
 }
 
@@ -505,7 +506,7 @@ impl Driver {
                     fence_failed: round.fence_failed,
                     ..self
                         .t
-                        .report(read, round.error, round.fence_applied_after_ms)
+                        .report(*read, round.error, round.fence_applied_after_ms)
                 })
             }
         }
