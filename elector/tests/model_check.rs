@@ -144,3 +144,20 @@ fn without_lease_fencing_the_search_finds_two_writable_data_nodes() {
         "at most one writable data node",
     );
 }
+
+#[test]
+fn two_data_members_and_a_witness_keep_every_safety_property_after_a_primary_crash() {
+    let cluster = if std::env::var_os("MODEL_FULL").is_some() {
+        Cluster {
+            witnesses: 1,
+            ..Cluster::three()
+        }
+    } else {
+        Cluster::two_and_witness_quick()
+    };
+    let model = ClusterModel::new(cluster, Start::PrimaryCrashed);
+    // n3 is a witness: its elector never drives a data node.
+    assert!(model.init.nodes[2].target.is_none());
+    assert!(model.init.nodes[1].target.is_some());
+    check("2 data + witness, primary crashed", model, depth(9), false).assert_properties();
+}

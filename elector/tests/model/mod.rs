@@ -64,6 +64,8 @@ pub fn model_timings() -> Timings {
 #[derive(Clone, Debug)]
 pub struct Cluster {
     pub nodes: usize,
+    /// The last `witnesses` members have no data node (§4.5).
+    pub witnesses: usize,
     pub timings: Timings,
     pub faults: Faults,
     pub max_crashes: u32,
@@ -82,6 +84,7 @@ impl Cluster {
     pub fn three() -> Cluster {
         Cluster {
             nodes: 3,
+            witnesses: 0,
             timings: model_timings(),
             faults: Faults::default(),
             max_crashes: 1,
@@ -117,13 +120,25 @@ impl Cluster {
         id[1..].parse::<usize>().expect("model id") - 1
     }
 
+    pub fn is_witness(&self, i: usize) -> bool {
+        i >= self.nodes - self.witnesses
+    }
+
+    /// Two data members and a witness (§4.5).
+    pub fn two_and_witness_quick() -> Cluster {
+        Cluster {
+            witnesses: 1,
+            ..Cluster::three_quick()
+        }
+    }
+
     pub fn config(&self, i: usize, incarnation: u64) -> CoreConfig {
         CoreConfig {
             node_id: self.id(i),
             members: (0..self.nodes)
                 .map(|k| Member {
                     id: self.id(k),
-                    data_addr: Some(format!("{}:6379", self.id(k))),
+                    data_addr: (!self.is_witness(k)).then(|| format!("{}:6379", self.id(k))),
                 })
                 .collect(),
             timings: self.timings,
@@ -449,6 +464,7 @@ impl World {
             && s.nodes.iter().all(|n| n.persists.is_empty() && !n.round_due)
             && s.nodes.iter().enumerate().all(|(i, n)| {
                 i == p
+                    || self.cluster.is_witness(i)
                     || (n.server.link_up
                         && n.server.log == s.nodes[p].server.log
                         && matches!(&n.server.applied, DataNodeTarget::Follow { primary, .. } if *primary == pid))
@@ -557,6 +573,9 @@ impl World {
         seq: u64,
         target: DataNodeTarget,
     ) {
+        if self.cluster.is_witness(i) {
+            return; // no data node, no adapter (§4.5)
+        }
         let node = &mut s.nodes[i];
         if node
             .target
@@ -677,8 +696,9 @@ impl World {
         if writable.len() > 1 && s.ghost.two_writable.is_none() {
             s.ghost.two_writable = Some(format!("writable at once: {writable:?} at {}", s.now));
         }
-        // WAIT quorum-1: replicas linked to the writer hold the write.
-        let need = self.cluster.nodes / 2;
+        // WAIT with the cluster's data promise (§4.5; quorum-1 without
+        // witnesses): replicas linked to the writer hold the write.
+        let need = self.cluster.config(0, 0).data_promise().max(1);
         let nodes = &s.nodes;
         let ids: Vec<String> = (0..nodes.len()).map(|k| self.cluster.id(k)).collect();
         let mut acked = Vec::new();
