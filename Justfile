@@ -164,3 +164,12 @@ compose-check:
 # Ansible rehearsal on N systemd containers with the elector's Debian package and a VIP: site.yml twice (2nd changes nothing), failover drill (crash, graceful; the VIP follows the primary), rolling upgrade to a newer package (6-10 min; WITNESS=1: the last host a witness)
 ansible-test N="3" backend="kevy":
     ansible/tests/rehearse.sh {{N}} {{backend}}
+
+# exhaustive model check of the real election core (tests/model_check.rs, protocol §9.4): the full bounds (MODEL_FULL=1: one duplicated message) to MODEL_DEPTH (default 9; `cargo test` runs 6 to 9 without duplicates), and the control that must find a violation; prints states explored, depth and time per search
+model-check:
+    MODEL_FULL=1 MODEL_DEPTH="${MODEL_DEPTH:-9}" cargo test --release -p elector --test model_check -- --include-ignored --nocapture --test-threads 1
+
+# property-based fuzzing of every parser of outside input (codec, HELLO, auth, Sentinel RESP, signed API header, config, render-config) with FUZZ_CASES inputs per property (default 100000; `cargo test` runs 128 to 256)
+fuzz:
+    FUZZ_CASES="${FUZZ_CASES:-100000}" cargo test --release -p elector --lib fuzz -- --nocapture
+    FUZZ_CASES="${FUZZ_CASES:-100000}" cargo test --release -p elector --test fuzz_config -- --nocapture

@@ -22,3 +22,6 @@ pub mod runtime;
 pub mod status_view;
 pub mod vip;
 pub mod watchdog;
+
+#[cfg(test)]
+mod fuzz;

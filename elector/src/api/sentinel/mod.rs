@@ -198,4 +198,6 @@ pub(crate) async fn serve(
 }
 
 #[cfg(test)]
+mod fuzz;
+#[cfg(test)]
 mod tests;

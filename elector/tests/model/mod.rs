@@ -1,0 +1,964 @@
+//! A Stateright model of a cluster of electors driving the *real* core
+//! (`elector::core::Core`), the real data-node driver and the real gate,
+//! over Redis-flavoured data servers (docs/protocol.md §9).
+//!
+//! The world, as model actions (each one an atomic step):
+//! * `Deliver(k)` / `Duplicate(k)`: a message in flight reaches its peer
+//!   (any one of them: the network reorders), `Duplicate` leaving a copy
+//!   behind. A message never delivered is a lost one; at most
+//!   `Cluster::channel_cap` messages wait per directed link, older ones
+//!   are lost.
+//! * `Advance`: time moves to the earliest timer of any running elector and
+//!   every elector due then handles its `Tick` (in id order: the ticks of
+//!   different nodes commute, what they send waits in the network). Only
+//!   allowed when no adapter has a target left to carry out, i.e. electors
+//!   and fences run on time (the lease argument of §6.2 assumes it; clocks
+//!   do not drift here).
+//! * `Persist(i)` / `PersistFail(i)`: node `i`'s oldest pending write
+//!   becomes durable (the gate releases what waited for it) or fails.
+//! * `Round(i)`: node `i`'s adapter carries out its target and reports.
+//! * `Sync(i)`: replica `i` replicates from its upstream (link up).
+//! * `Write(i)`: a client writes on the writable data node `i`; a write is
+//!   acknowledged (`WAIT quorum-1`) as soon as quorum-1 linked replicas of
+//!   that node hold it, the earliest moment a client could see it.
+//! * `Crash(i)` / `Restart(i)`: the elector process dies (its pending
+//!   writes, gate, connections and adapter with it; the watchdog fences its
+//!   data node, §6.4.1) and starts again from its durable state.
+//!
+//! Ghost variables record what the properties need: every primary per
+//! epoch, every vote sent, the acknowledged writes, and violations found
+//! at the step they happened.
+
+pub mod process;
+pub mod server;
+
+use elector::core::{
+    Action, Backend, CoreConfig, DataNodeTarget, Event, Faults, Fence, Member, Millis, Notice,
+    Output, PersistedState, Preempt, Timings,
+};
+use elector::datanode::driver::Command;
+use elector::datanode::tether::TetherCheck;
+use elector::protocol::{Message, Role};
+use process::{Answer, Boot, Input, Proc};
+use server::Server;
+use stateright::{Model, Property};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Timings with the seed's ratios, scaled so that a failover needs few
+/// heartbeats: voter_fresh = 300 ms, lease = 100 ms.
+pub fn model_timings() -> Timings {
+    Timings {
+        hb_interval_ms: 100,
+        down_after_ms: 500,
+        election_timeout_ms: 300,
+        backoff_min_ms: 100,
+        backoff_max_ms: 200,
+        fence_margin_ms: 100,
+    }
+}
+
+/// The bounds and switches of one model.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    pub nodes: usize,
+    /// The last `witnesses` members have no data node (§4.5).
+    pub witnesses: usize,
+    pub timings: Timings,
+    pub faults: Faults,
+    pub max_crashes: u32,
+    pub max_duplicates: u32,
+    pub max_persist_failures: u32,
+    pub max_writes: u64,
+    /// Messages waiting per directed link; a newer one pushes the oldest
+    /// out (with 1, messages between two nodes arrive in order or not at
+    /// all; across links they still reorder).
+    pub channel_cap: usize,
+    /// Time never advances beyond this (ms after the warm start).
+    pub horizon_ms: Millis,
+}
+
+impl Cluster {
+    pub fn three() -> Cluster {
+        Cluster {
+            nodes: 3,
+            witnesses: 0,
+            timings: model_timings(),
+            faults: Faults::default(),
+            max_crashes: 1,
+            max_duplicates: 1,
+            max_persist_failures: 0,
+            max_writes: 1,
+            channel_cap: 2,
+            horizon_ms: 1_500,
+        }
+    }
+
+    /// The bounds `cargo test` runs with (`MODEL_FULL=1` or `just
+    /// model-check` use [`Cluster::three`]): no duplicates, so that a
+    /// useful depth fits in seconds. `MODEL_CAP` sets the messages per link
+    /// (with 1, heartbeats push OFFERs and ACCEPTs out and no election
+    /// completes).
+    pub fn three_quick() -> Cluster {
+        Cluster {
+            max_duplicates: 0,
+            channel_cap: std::env::var("MODEL_CAP")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(2),
+            ..Cluster::three()
+        }
+    }
+
+    pub fn id(&self, i: usize) -> String {
+        format!("n{}", i + 1)
+    }
+
+    fn index(&self, id: &str) -> usize {
+        id[1..].parse::<usize>().expect("model id") - 1
+    }
+
+    pub fn is_witness(&self, i: usize) -> bool {
+        i >= self.nodes - self.witnesses
+    }
+
+    /// Two data members and a witness (§4.5).
+    pub fn two_and_witness_quick() -> Cluster {
+        Cluster {
+            witnesses: 1,
+            ..Cluster::three_quick()
+        }
+    }
+
+    pub fn config(&self, i: usize, incarnation: u64) -> CoreConfig {
+        CoreConfig {
+            node_id: self.id(i),
+            members: (0..self.nodes)
+                .map(|k| Member {
+                    id: self.id(k),
+                    data_addr: (!self.is_witness(k)).then(|| format!("{}:6379", self.id(k))),
+                })
+                .collect(),
+            timings: self.timings,
+            priority: 100,
+            max_lag: u64::MAX,
+            seed: 7 * i as u64 + incarnation,
+            faults: self.faults,
+            preempt: Preempt::default(),
+            backend: Backend::default(),
+        }
+    }
+}
+
+/// One node: its elector (as inputs since boot, `None` while dead), what
+/// the shell holds for it, and its data server.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Node {
+    pub boot: Option<Boot>,
+    /// The inputs of the fixed schedule before the search, shared by every
+    /// state of the search (compared by content, printed by length).
+    pub prefix: Arc<Vec<Input>>,
+    /// The inputs since then (or since boot, after a restart).
+    pub inputs: Vec<Input>,
+    pub disk: PersistedState,
+    /// Writes handed to the disk, oldest first: (seq, state).
+    pub persists: Vec<(u64, PersistedState)>,
+    /// The newest target the core issued: (seq, generation, target).
+    pub target: Option<(u64, u64, DataNodeTarget)>,
+    /// The adapter has not carried out `target` yet.
+    pub round_due: bool,
+    /// The data-node process the adapter's tether last saw.
+    pub tether: Option<u64>,
+    /// The elector's next wake-up (a cache of `Core::next_wakeup`).
+    pub wake: Option<Millis>,
+    /// What the last round reported of the server (a new round is only
+    /// worth running when the server changed).
+    pub reported: Option<Server>,
+    pub server: Server,
+    pub incarnation: u64,
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Node")
+            .field("boot", &self.boot)
+            .field("prefix", &format_args!("<{} inputs>", self.prefix.len()))
+            .field("inputs", &self.inputs)
+            .field("disk", &self.disk)
+            .field("persists", &self.persists)
+            .field("target", &self.target)
+            .field("round_due", &self.round_due)
+            .field("tether", &self.tether)
+            .field("wake", &self.wake)
+            .field("reported", &self.reported)
+            .field("server", &self.server)
+            .field("incarnation", &self.incarnation)
+            .finish()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    pub from: usize,
+    pub to: usize,
+    pub msg: Message,
+}
+
+/// What the properties read; set at the step a rule broke.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Ghost {
+    /// epoch -> the node that became primary in it.
+    pub primaries: BTreeMap<u64, usize>,
+    /// (voter, epoch) -> the candidate it voted for (a candidate votes for
+    /// itself with its OFFER).
+    pub votes: BTreeMap<(usize, u64), usize>,
+    /// Per node, the highest epoch its running core reported.
+    pub epoch_seen: Vec<u64>,
+    pub acked: Vec<u64>,
+    pub pending_writes: Vec<(usize, u64)>,
+    pub two_primaries_in_epoch: Option<String>,
+    pub double_vote: Option<String>,
+    pub epoch_went_back: Option<String>,
+    pub acked_write_lost: Option<String>,
+    pub two_writable: Option<String>,
+    pub promotions: u32,
+    pub promotions_with_acked: u32,
+}
+
+impl Ghost {
+    /// The first broken rule, if any.
+    pub fn violation(&self) -> Option<&String> {
+        [
+            &self.two_primaries_in_epoch,
+            &self.double_vote,
+            &self.epoch_went_back,
+            &self.acked_write_lost,
+            &self.two_writable,
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct State {
+    pub now: Millis,
+    pub nodes: Vec<Node>,
+    pub net: Vec<InFlight>,
+    pub streams: u64,
+    pub next_write: u64,
+    pub crashes: u32,
+    pub duplicates: u32,
+    pub persist_failures: u32,
+    pub ghost: Ghost,
+}
+
+/// States are compared exactly; hashing their `Debug` form is simple and
+/// covers every field (the core's inputs included; the shared prefix by its
+/// length, as every state of one search shares the same one).
+impl Hash for State {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        format!("{self:?}").hash(h);
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Act {
+    Deliver(usize),
+    Duplicate(usize),
+    Advance,
+    Persist(usize),
+    PersistFail(usize),
+    Round(usize),
+    Sync(usize),
+    Write(usize),
+    Crash(usize),
+    Restart(usize),
+}
+
+pub struct ClusterModel {
+    pub cluster: Cluster,
+    pub init: State,
+}
+
+/// Where the exhaustive search starts: a state reached by a fixed,
+/// deterministic schedule, so that the bounded search spends its depth on
+/// the interleavings that matter (an election needs a dozen steps of
+/// heartbeats and timers before anything can go wrong).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Start {
+    /// Every elector just booted, nothing else happened.
+    Boot,
+    /// One primary elected, writable, both replicas linked and in sync.
+    Settled,
+    /// Settled, a write acknowledged, then the primary's elector dies; the
+    /// search starts a few steps before the first OFFER of its successor.
+    PrimaryCrashed,
+    /// Settled, a write acknowledged, then the primary is cut off (nothing
+    /// it sends or is sent arrives) until a replica stands; the search
+    /// starts a few steps before that OFFER, every held message deliverable.
+    PrimaryIsolated,
+    /// As `PrimaryIsolated`, but the search starts a few steps before the
+    /// successor is elected (for the checks that must reach what follows).
+    SuccessorElected,
+}
+
+/// How many steps before the first OFFER the election searches start.
+pub const STEPS_BEFORE_OFFER: usize = 1;
+
+impl ClusterModel {
+    pub fn new(cluster: Cluster, start: Start) -> ClusterModel {
+        let mut world = World::new(&cluster);
+        // The fixed schedule runs as long as it needs; the bound on time
+        // applies from the start of the search.
+        world.cluster.horizon_ms = Millis::MAX;
+        let s = world.boot_all();
+        if start == Start::Boot {
+            world.cluster.horizon_ms = cluster.horizon_ms;
+            return ClusterModel {
+                cluster: world.cluster,
+                init: s,
+            };
+        }
+        let s = world
+            .run(s, |_, _| false, |w, s| w.settled(s))
+            .pop()
+            .expect("settled");
+        let init = match start {
+            Start::Boot | Start::Settled => s,
+            Start::PrimaryCrashed | Start::PrimaryIsolated | Start::SuccessorElected => {
+                let p = (0..s.nodes.len())
+                    .find(|&i| s.nodes[i].server.writable())
+                    .expect("a writable primary");
+                let s = world.step(&s, Act::Write(p)).expect("write");
+                let s = world
+                    .run(s, |_, _| false, |_, s: &State| !s.ghost.acked.is_empty())
+                    .pop()
+                    .expect("acknowledged");
+                let s = if start == Start::PrimaryCrashed {
+                    world.step(&s, Act::Crash(p)).expect("crash")
+                } else {
+                    s
+                };
+                let cut = move |s: &State, a: &Act| {
+                    start != Start::PrimaryCrashed
+                        && matches!(a, Act::Deliver(k) if s.net[*k].from == p || s.net[*k].to == p)
+                };
+                let base = s.ghost.primaries.keys().max().copied().unwrap_or(0);
+                let offered = move |_: &World, s: &State| {
+                    s.ghost.votes.iter().any(|(&(v, e), &c)| c == v && e > base)
+                };
+                let mut history = world.run(s, cut, offered);
+                let at = history.len().saturating_sub(1 + STEPS_BEFORE_OFFER);
+                history.swap_remove(at)
+            }
+        };
+        let mut init = init;
+        init.ghost.promotions = 0;
+        for node in &mut init.nodes {
+            let mut all: Vec<Input> = node.prefix.as_ref().clone();
+            all.append(&mut node.inputs);
+            node.prefix = Arc::new(all);
+        }
+        world.cluster.horizon_ms = init.now + cluster.horizon_ms;
+        ClusterModel {
+            cluster: world.cluster,
+            init,
+        }
+    }
+}
+
+/// Rebuilds processes and carries out actions.
+struct World {
+    cluster: Cluster,
+}
+
+impl World {
+    fn new(cluster: &Cluster) -> World {
+        World {
+            cluster: cluster.clone(),
+        }
+    }
+
+    fn boot_all(&mut self) -> State {
+        let n = self.cluster.nodes;
+        let mut s = State {
+            now: 0,
+            nodes: (0..n)
+                .map(|_| Node {
+                    boot: None,
+                    prefix: Arc::new(Vec::new()),
+                    inputs: Vec::new(),
+                    disk: PersistedState::default(),
+                    persists: Vec::new(),
+                    target: None,
+                    round_due: false,
+                    tether: None,
+                    wake: None,
+                    reported: None,
+                    server: Server::new(),
+                    incarnation: 0,
+                })
+                .collect(),
+            net: Vec::new(),
+            streams: 0,
+            next_write: 1,
+            crashes: 0,
+            duplicates: 0,
+            persist_failures: 0,
+            ghost: Ghost {
+                epoch_seen: vec![0; n],
+                ..Ghost::default()
+            },
+        };
+        for i in 0..n {
+            self.restart(&mut s, i);
+        }
+        s
+    }
+
+    /// A fixed, fault-free schedule (deliver in order, then the disk, the
+    /// adapters, replication, time; never an action `skip` names) from `s`
+    /// until `stop`; returns the last states on the way.
+    fn run(
+        &mut self,
+        mut s: State,
+        skip: impl Fn(&State, &Act) -> bool,
+        stop: impl Fn(&World, &State) -> bool,
+    ) -> Vec<State> {
+        let mut history = vec![s.clone()];
+        for _ in 0..3_000 {
+            if stop(self, &s) {
+                return history;
+            }
+            let mut acts = Vec::new();
+            self.actions(&s, &mut acts);
+            acts.retain(|a| !skip(&s, a));
+            let first = |f: &dyn Fn(&Act) -> bool| acts.iter().find(|a| f(a)).cloned();
+            let pick = first(&|a| matches!(a, Act::Deliver(_)))
+                .or_else(|| first(&|a| matches!(a, Act::Persist(_))))
+                .or_else(|| first(&|a| matches!(a, Act::Round(_))))
+                .or_else(|| first(&|a| matches!(a, Act::Sync(_))))
+                .or_else(|| first(&|a| matches!(a, Act::Advance)))
+                .expect("the fixed schedule can always proceed");
+            s = self.step(&s, pick).expect("fixed schedule step");
+            history.push(s.clone());
+            if history.len() > STEPS_BEFORE_OFFER + 1 {
+                history.remove(0);
+            }
+        }
+        panic!("the fixed schedule did not reach its goal:\n{s:#?}");
+    }
+
+    /// One primary, writable, every other node following it with its link up.
+    fn settled(&self, s: &State) -> bool {
+        let writable: Vec<usize> = (0..s.nodes.len())
+            .filter(|&i| s.nodes[i].server.writable())
+            .collect();
+        let [p] = writable[..] else { return false };
+        let pid = self.cluster.id(p);
+        s.net.is_empty()
+            && s.nodes.iter().all(|n| n.persists.is_empty() && !n.round_due)
+            && s.nodes.iter().enumerate().all(|(i, n)| {
+                i == p
+                    || self.cluster.is_witness(i)
+                    || (n.server.link_up
+                        && n.server.log == s.nodes[p].server.log
+                        && matches!(&n.server.applied, DataNodeTarget::Follow { primary, .. } if *primary == pid))
+            })
+    }
+
+    fn proc(&self, s: &State, i: usize) -> Option<Proc> {
+        let node = &s.nodes[i];
+        let boot = node.boot.as_ref()?;
+        Some(Proc::replay(
+            self.cluster.config(i, node.incarnation),
+            boot,
+            node.prefix.iter().chain(&node.inputs),
+        ))
+    }
+
+    fn restart(&mut self, s: &mut State, i: usize) {
+        let node = &mut s.nodes[i];
+        node.incarnation += 1;
+        let boot = Boot {
+            disk: node.disk.clone(),
+            now: s.now,
+            incarnation: node.incarnation,
+        };
+        let (proc, out) = Proc::boot(self.cluster.config(i, node.incarnation), &boot);
+        node.boot = Some(boot);
+        node.prefix = Arc::new(Vec::new());
+        node.inputs.clear();
+        node.persists.clear();
+        node.target = None;
+        node.round_due = false;
+        node.tether = None;
+        node.reported = None;
+        s.ghost.epoch_seen[i] = s.nodes[i].disk.epoch;
+        self.apply_output(s, i, &proc, out);
+        self.refresh(s, i, &proc);
+    }
+
+    /// Feeds `input` to node `i`'s process (rebuilt from its history),
+    /// records it, and carries out what it produced.
+    fn feed(&mut self, s: &mut State, i: usize, input: Input) {
+        let Some(mut proc) = self.proc(s, i) else {
+            return;
+        };
+        let streams = &mut s.streams;
+        let node = &mut s.nodes[i];
+        let (server, tether) = (&mut node.server, &mut node.tether);
+        let mut became_writable = false;
+        let (fx, recorded) = proc.feed(&input, |command, round_target| match command {
+            Command::Apply(t) => {
+                became_writable |= server.apply(t.clone(), streams).unwrap_or(false);
+                Answer::Applied(Ok(()))
+            }
+            Command::FenceBlind => {
+                let _ = server.apply(DataNodeTarget::Isolated, streams);
+                Answer::BlindFenced(Ok(()))
+            }
+            Command::Observe => {
+                let check = match tether.replace(server.process) {
+                    None => TetherCheck::First(server.process),
+                    Some(p) if p == server.process => TetherCheck::Same(server.process),
+                    Some(_) => TetherCheck::Replaced(server.process),
+                };
+                let satisfies = round_target.is_some_and(|t| *t == server.applied);
+                Answer::Observed(Ok((server.info(), satisfies, check)))
+            }
+        });
+        if matches!(recorded, Input::Round { .. }) {
+            node.reported = Some(node.server.clone());
+            node.round_due = false;
+        }
+        node.inputs.push(recorded);
+        if became_writable {
+            self.on_writable(s, i);
+        }
+        let mut outputs = fx.outputs.into_iter();
+        if !fx.released.is_empty() {
+            // What the gate released leaves first (the shell does so before
+            // it tells the core the write is durable).
+            self.run_actions(s, i, &proc, fx.released);
+        }
+        for out in outputs.by_ref() {
+            self.apply_output(s, i, &proc, out);
+        }
+        self.refresh(s, i, &proc);
+    }
+
+    fn apply_output(&mut self, s: &mut State, i: usize, proc: &Proc, out: Output) {
+        for fence in out.fences {
+            if let Fence::Apply { seq, target } = fence {
+                self.set_target(s, i, proc, seq, target.into());
+            }
+        }
+        self.run_actions(s, i, proc, out.now);
+        if let Some(p) = out.persist {
+            s.nodes[i].persists.push((p.seq, p.state));
+        }
+        // `out.gated` is held in the process's gate (replayed with it).
+    }
+
+    fn set_target(
+        &mut self,
+        s: &mut State,
+        i: usize,
+        proc: &Proc,
+        seq: u64,
+        target: DataNodeTarget,
+    ) {
+        if self.cluster.is_witness(i) {
+            return; // no data node, no adapter (§4.5)
+        }
+        let node = &mut s.nodes[i];
+        if node
+            .target
+            .as_ref()
+            .is_some_and(|(last, _, _)| seq <= *last)
+        {
+            return;
+        }
+        node.target = Some((seq, proc.core.data_generation(), target));
+        node.round_due = true;
+    }
+
+    fn run_actions(&mut self, s: &mut State, i: usize, proc: &Proc, actions: Vec<Action>) {
+        for action in actions {
+            match action {
+                Action::Send { to, msg } => {
+                    let to = self.cluster.index(&to);
+                    self.on_send(s, i, to, &msg);
+                    let same: Vec<usize> = (0..s.net.len())
+                        .filter(|&k| s.net[k].from == i && s.net[k].to == to)
+                        .collect();
+                    if same.len() >= self.cluster.channel_cap {
+                        s.net.remove(same[0]);
+                    }
+                    s.net.push(InFlight { from: i, to, msg });
+                }
+                Action::Apply { seq, target } => self.set_target(s, i, proc, seq, target.into()),
+                Action::Notify(Notice::RoleChanged {
+                    to: Role::Primary,
+                    epoch,
+                    ..
+                }) => {
+                    let g = &mut s.ghost;
+                    g.promotions += 1;
+                    if let Some(&other) = g.primaries.get(&epoch) {
+                        if other != i && g.two_primaries_in_epoch.is_none() {
+                            g.two_primaries_in_epoch = Some(format!(
+                                "n{} and n{} both primary in epoch {epoch}",
+                                other + 1,
+                                i + 1
+                            ));
+                        }
+                    }
+                    g.primaries.entry(epoch).or_insert(i);
+                }
+                Action::Notify(_) => {}
+            }
+        }
+    }
+
+    /// §5.2: a vote is given once per epoch; a candidate's own OFFER is its vote.
+    fn on_send(&mut self, s: &mut State, from: usize, to: usize, msg: &Message) {
+        let (voter, epoch, candidate) = match msg {
+            Message::Accept { epoch, voter } => (self.cluster.index(voter), *epoch, to),
+            Message::Offer {
+                epoch, candidate, ..
+            } => {
+                let c = self.cluster.index(candidate);
+                (c, *epoch, c)
+            }
+            _ => return,
+        };
+        let _ = from;
+        let g = &mut s.ghost;
+        match g.votes.get(&(voter, epoch)) {
+            Some(&c) if c != candidate => {
+                if g.double_vote.is_none() {
+                    g.double_vote = Some(format!(
+                        "n{} voted for n{} and n{} in epoch {epoch}",
+                        voter + 1,
+                        c + 1,
+                        candidate + 1
+                    ));
+                }
+            }
+            _ => {
+                g.votes.insert((voter, epoch), candidate);
+            }
+        }
+    }
+
+    /// §6.10: a data node made writable holds every acknowledged write.
+    fn on_writable(&mut self, s: &mut State, i: usize) {
+        let log = &s.nodes[i].server.log;
+        let g = &mut s.ghost;
+        if !g.acked.is_empty() {
+            g.promotions_with_acked += 1;
+        }
+        if let Some(w) = g.acked.iter().find(|w| !log.contains(w)) {
+            if g.acked_write_lost.is_none() {
+                g.acked_write_lost = Some(format!(
+                    "n{} made writable without acknowledged write {w} (log {log:?})",
+                    i + 1
+                ));
+            }
+        }
+    }
+
+    /// After every step: caches, the epoch rule, the writable count, acks.
+    fn refresh(&mut self, s: &mut State, i: usize, proc: &Proc) {
+        s.nodes[i].wake = Some(proc.core.next_wakeup());
+        let epoch = proc.core.epoch();
+        let g = &mut s.ghost;
+        if epoch < g.epoch_seen[i] && g.epoch_went_back.is_none() {
+            g.epoch_went_back = Some(format!(
+                "n{} went from epoch {} to {epoch}",
+                i + 1,
+                g.epoch_seen[i]
+            ));
+        }
+        g.epoch_seen[i] = g.epoch_seen[i].max(epoch);
+    }
+
+    fn after_step(&mut self, s: &mut State) {
+        let writable: Vec<usize> = (0..s.nodes.len())
+            .filter(|&i| s.nodes[i].server.writable())
+            .collect();
+        if writable.len() > 1 && s.ghost.two_writable.is_none() {
+            s.ghost.two_writable = Some(format!("writable at once: {writable:?} at {}", s.now));
+        }
+        // WAIT with the cluster's data promise (§4.5; quorum-1 without
+        // witnesses): replicas linked to the writer hold the write.
+        let need = self.cluster.config(0, 0).data_promise().max(1);
+        let nodes = &s.nodes;
+        let ids: Vec<String> = (0..nodes.len()).map(|k| self.cluster.id(k)).collect();
+        let mut acked = Vec::new();
+        s.ghost.pending_writes.retain(|&(writer, w)| {
+            if !nodes[writer].server.log.contains(&w) {
+                return false;
+            }
+            let copies = (0..nodes.len())
+                .filter(|&j| j != writer && nodes[j].server.link_up)
+                .filter(|&j| matches!(&nodes[j].server.applied, DataNodeTarget::Follow { primary, .. } if *primary == ids[writer]))
+                .filter(|&j| nodes[j].server.log.contains(&w))
+                .count();
+            if copies >= need {
+                acked.push(w);
+                false
+            } else {
+                true
+            }
+        });
+        s.ghost.acked.extend(acked);
+    }
+
+    fn urgent(&self, s: &State) -> bool {
+        s.nodes.iter().any(|n| n.boot.is_some() && n.round_due)
+    }
+
+    fn upstream(&self, s: &State, i: usize) -> Option<usize> {
+        match &s.nodes[i].server.applied {
+            DataNodeTarget::Follow { primary, .. } => Some(self.cluster.index(primary)),
+            _ => None,
+        }
+    }
+
+    /// What `Sync(i)` would make of replica `i`'s server, if it changes it.
+    fn synced(&self, s: &State, i: usize) -> Option<Server> {
+        let mut next = s.nodes[i].server.clone();
+        match self.upstream(s, i) {
+            Some(u) if u != i && s.nodes[u].server.is_master() => {
+                next.link_up = true;
+                next.sync_from(&s.nodes[u].server);
+            }
+            _ => next.link_up = false,
+        }
+        (next != s.nodes[i].server).then_some(next)
+    }
+
+    fn actions(&self, s: &State, acts: &mut Vec<Act>) {
+        let c = &self.cluster;
+        for (k, m) in s.net.iter().enumerate() {
+            if s.nodes[m.to].boot.is_some() {
+                acts.push(Act::Deliver(k));
+                if s.duplicates < c.max_duplicates {
+                    acts.push(Act::Duplicate(k));
+                }
+            }
+        }
+        for i in 0..s.nodes.len() {
+            let n = &s.nodes[i];
+            if n.boot.is_some() {
+                if !n.persists.is_empty() {
+                    acts.push(Act::Persist(i));
+                    if s.persist_failures < c.max_persist_failures {
+                        acts.push(Act::PersistFail(i));
+                    }
+                }
+                if n.target.is_some() && (n.round_due || n.reported.as_ref() != Some(&n.server)) {
+                    acts.push(Act::Round(i));
+                }
+                if s.crashes < c.max_crashes {
+                    acts.push(Act::Crash(i));
+                }
+            } else {
+                acts.push(Act::Restart(i));
+            }
+            if self.synced(s, i).is_some() {
+                acts.push(Act::Sync(i));
+            }
+            if n.server.writable() && s.next_write <= c.max_writes {
+                acts.push(Act::Write(i));
+            }
+        }
+        if !self.urgent(s) {
+            let next = s
+                .nodes
+                .iter()
+                .filter(|n| n.boot.is_some())
+                .filter_map(|n| n.wake)
+                .min();
+            if next.is_some_and(|t| t <= c.horizon_ms) {
+                acts.push(Act::Advance);
+            }
+        }
+    }
+
+    fn step(&mut self, last: &State, act: Act) -> Option<State> {
+        let mut s = last.clone();
+        match act {
+            Act::Deliver(k) | Act::Duplicate(k) => {
+                let m = if matches!(act, Act::Duplicate(_)) {
+                    s.duplicates += 1;
+                    s.net[k].clone()
+                } else {
+                    s.net.remove(k)
+                };
+                let from = self.cluster.id(m.from);
+                let now = s.now;
+                self.feed(
+                    &mut s,
+                    m.to,
+                    Input::Handle {
+                        now,
+                        event: Event::Message { from, msg: m.msg },
+                    },
+                );
+            }
+            Act::Advance => {
+                s.now = s
+                    .nodes
+                    .iter()
+                    .filter(|n| n.boot.is_some())
+                    .filter_map(|n| n.wake)
+                    .min()?;
+                let now = s.now;
+                for i in 0..s.nodes.len() {
+                    let due =
+                        s.nodes[i].boot.is_some() && s.nodes[i].wake.is_some_and(|w| w <= now);
+                    if due {
+                        self.feed(
+                            &mut s,
+                            i,
+                            Input::Handle {
+                                now,
+                                event: Event::Tick,
+                            },
+                        );
+                    }
+                }
+            }
+            Act::Persist(i) | Act::PersistFail(i) => {
+                let ok = matches!(act, Act::Persist(_));
+                let (seq, state) = s.nodes[i].persists.remove(0);
+                if ok {
+                    let disk = &s.nodes[i].disk;
+                    if (state.epoch < disk.epoch || state.voted_epoch < disk.voted_epoch)
+                        && s.ghost.epoch_went_back.is_none()
+                    {
+                        s.ghost.epoch_went_back = Some(format!(
+                            "n{} wrote epoch {}/{} over {}/{}",
+                            i + 1,
+                            state.epoch,
+                            state.voted_epoch,
+                            disk.epoch,
+                            disk.voted_epoch
+                        ));
+                    }
+                    s.nodes[i].disk = state;
+                } else {
+                    s.persist_failures += 1;
+                }
+                let now = s.now;
+                self.feed(&mut s, i, Input::Persisted { now, seq, ok });
+            }
+            Act::Round(i) => {
+                let (seq, generation, target) = s.nodes[i].target.clone()?;
+                let now = s.now;
+                self.feed(
+                    &mut s,
+                    i,
+                    Input::Round {
+                        now,
+                        seq,
+                        generation,
+                        target,
+                        answers: Vec::new(),
+                    },
+                );
+            }
+            Act::Sync(i) => s.nodes[i].server = self.synced(&s, i)?,
+            Act::Write(i) => {
+                let w = s.next_write;
+                s.next_write += 1;
+                s.nodes[i].server.log.push(w);
+                s.ghost.pending_writes.push((i, w));
+            }
+            Act::Crash(i) => {
+                s.crashes += 1;
+                let node = &mut s.nodes[i];
+                node.boot = None;
+                node.prefix = Arc::new(Vec::new());
+                node.inputs.clear();
+                node.persists.clear();
+                node.wake = None;
+                node.round_due = false;
+                // The watchdog fences a data node whose elector is gone.
+                if node.server.writable() {
+                    let _ = node.server.apply(DataNodeTarget::Isolated, &mut s.streams);
+                }
+                s.net.retain(|m| m.to != i);
+            }
+            Act::Restart(i) => {
+                // Connections died with the old process.
+                s.net.retain(|m| m.to != i);
+                self.restart(&mut s, i)
+            }
+        }
+        self.after_step(&mut s);
+        Some(s)
+    }
+}
+
+impl Model for ClusterModel {
+    type State = State;
+    type Action = Act;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![self.init.clone()]
+    }
+
+    fn actions(&self, s: &State, acts: &mut Vec<Act>) {
+        World::new(&self.cluster).actions(s, acts);
+    }
+
+    fn next_state(&self, s: &State, act: Act) -> Option<State> {
+        World::new(&self.cluster).step(s, act)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        vec![
+            // §5.3: a primary needs a majority of votes in its epoch.
+            Property::always("at most one primary per epoch", |_, s: &State| {
+                s.ghost.two_primaries_in_epoch.is_none()
+            }),
+            // §5.2: the vote is durable before it leaves, and given once.
+            Property::always("a vote is never given twice in an epoch", |_, s: &State| {
+                s.ghost.double_vote.is_none()
+            }),
+            // §3.6, §5.2: epochs only grow, in memory and on disk.
+            Property::always("epochs never go back on a node", |_, s: &State| {
+                s.ghost.epoch_went_back.is_none()
+            }),
+            // §4.3, §6.10: the data promise.
+            Property::always(
+                "every acknowledged write is on every later primary",
+                |_, s: &State| s.ghost.acked_write_lost.is_none(),
+            ),
+            // §6.2: the lease fences the old primary before a successor.
+            Property::always("at most one writable data node", |_, s: &State| {
+                s.ghost.two_writable.is_none()
+            }),
+            // Not vacuous: the search reaches failovers and acknowledged writes.
+            Property::sometimes("a write is acknowledged", |_, s: &State| {
+                !s.ghost.acked.is_empty()
+            }),
+            Property::sometimes("a new primary is elected", |_, s: &State| {
+                s.ghost.promotions > 0
+            }),
+        ]
+    }
+
+    fn within_boundary(&self, s: &State) -> bool {
+        s.now <= self.cluster.horizon_ms
+    }
+}

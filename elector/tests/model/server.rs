@@ -1,0 +1,101 @@
+//! The data-node server under each elector, Redis-flavoured: a write log,
+//! what the server is configured as, its replication stream (a promotion
+//! starts a new stream that continues the old, like Redis's
+//! `master_replid2`), and replication from its upstream as one model action.
+//!
+//! Kept to what the properties need (the simulator's `tests/sim/datalayer.rs`
+//! is the fuller model; this one is small so that states stay few). Every
+//! write id is unique, so "is a prefix of" compares ids.
+
+use elector::core::DataNodeTarget;
+use elector::datanode::{DataNodeError, ReplicationInfo, NOWHERE};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Server {
+    pub log: Vec<u64>,
+    pub applied: DataNodeTarget,
+    pub link_up: bool,
+    pub stream: u64,
+    pub stream_prev: Option<u64>,
+    /// Which process answers (a restart of the data node is not modelled:
+    /// always 1).
+    pub process: u64,
+}
+
+impl Server {
+    pub fn new() -> Server {
+        Server {
+            log: Vec::new(),
+            applied: DataNodeTarget::Isolated,
+            link_up: false,
+            stream: 0,
+            stream_prev: None,
+            process: 1,
+        }
+    }
+
+    pub fn writable(&self) -> bool {
+        self.applied.writable()
+    }
+
+    pub fn is_master(&self) -> bool {
+        matches!(
+            self.applied,
+            DataNodeTarget::Primary | DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver
+        )
+    }
+
+    /// `INFO replication` as the adapter reads it.
+    pub fn info(&self) -> ReplicationInfo {
+        let (master_host, master_port) = match &self.applied {
+            DataNodeTarget::Follow { primary, .. } => (Some(primary.clone()), Some(6379)),
+            DataNodeTarget::Isolated => (Some(NOWHERE.0.to_string()), Some(NOWHERE.1)),
+            _ => (None, None),
+        };
+        ReplicationInfo {
+            role: if self.is_master() { "master" } else { "slave" }.into(),
+            offset: self.log.len() as u64,
+            master_host,
+            master_port,
+            link_up: self.link_up,
+            identity: Some(format!("process:{}", self.process)),
+            stream: Some(format!("s{}", self.stream)),
+            stream_prev: self.stream_prev.map(|s| format!("s{s}")),
+            ..ReplicationInfo::default()
+        }
+    }
+
+    /// `REPLICAOF` and the fence: `fresh_stream` names the stream a
+    /// promotion starts. Returns whether the server became writable.
+    pub fn apply(
+        &mut self,
+        target: DataNodeTarget,
+        fresh_stream: &mut u64,
+    ) -> Result<bool, DataNodeError> {
+        if self.applied != target {
+            self.link_up = false;
+        }
+        let was_master = self.is_master();
+        let was_writable = self.writable();
+        self.applied = target;
+        if !was_master && self.is_master() {
+            *fresh_stream += 1;
+            self.stream_prev = Some(self.stream);
+            self.stream = *fresh_stream;
+        }
+        Ok(!was_writable && self.writable())
+    }
+
+    /// Replicates from `upstream`: extends a prefix, full-syncs otherwise.
+    pub fn sync_from(&mut self, upstream: &Server) {
+        let prefix = upstream.log.starts_with(&self.log);
+        if prefix {
+            self.log = upstream.log.clone();
+            self.stream_prev = upstream.stream_prev;
+        } else {
+            self.log = upstream.log.clone();
+            self.stream_prev = None;
+        }
+        self.stream = upstream.stream;
+    }
+}
