@@ -66,6 +66,7 @@ test:
     just rules-test
     just k8s-validate
     scripts/build-images.sh
+    just clients-ci
     just package-test
     just monitoring-test
     just conformance
@@ -164,3 +165,15 @@ compose-check:
 # Ansible rehearsal on N systemd containers with the elector's Debian package and a VIP: site.yml twice (2nd changes nothing), failover drill (crash, graceful; the VIP follows the primary), rolling upgrade to a newer package (6-10 min; WITNESS=1: the last host a witness)
 ansible-test N="3" backend="kevy":
     ansible/tests/rehearse.sh {{N}} {{backend}}
+
+# Sentinel-aware client libraries through a primary kill (clients/, versions in clients/versions.env): each against our electors on kevy and on Redis and against real Redis Sentinel, in containers of its own (no lab port), CLIENTS_RUNS runs each (default 3), CLIENTS (default all), CLIENTS_TARGETS (default kevy,redis,sentinel); writes docs/clients.md (about 25 minutes)
+clients:
+    scripts/install-deps.sh
+    clients/setup.sh --debian
+    scripts/build-images.sh
+    "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --runs "${CLIENTS_RUNS:-3}" --clients "${CLIENTS:-all}" --targets "${CLIENTS_TARGETS:-kevy,redis,sentinel}" --docs docs/clients.md --command "just clients"
+
+# the client check of `just test`: redis-py and the redis crate (async Sentinel) through one primary kill on each backend; fails unless each follows the failover with 0 acknowledged writes lost (about 2 minutes; needs the node image)
+clients-ci:
+    clients/setup.sh
+    "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --targets redis,kevy --clients redis-py,redis-rs --runs 1 --assert

@@ -468,7 +468,7 @@ def main():
     p.add_argument("--keep", action="store_true", help="leave the containers running at the end")
     args = p.parse_args()
 
-    clients = [c for c in args.clients.split(",") if c]
+    clients = list(CLIENTS) if args.clients == "all" else [c for c in args.clients.split(",") if c]
     for c in clients:
         if c not in CLIENTS:
             raise SystemExit(f"clients: unknown client {c} (known: {', '.join(CLIENTS)})")

@@ -36,7 +36,7 @@ if [ "${1:-}" = --debian ]; then
   # Go: built offline against Debian's packaged sources (GOPATH mode, no module proxy).
   if [ ! -x "$HERE/go/bin/client-goredis" ] || [ "$HERE/go/goredis.go" -nt "$HERE/go/bin/client-goredis" ] \
      || [ ! -x "$HERE/go/bin/client-redigo" ] || [ "$HERE/go/redigo.go" -nt "$HERE/go/bin/client-redigo" ]; then
-    log "go build (GOPATH=/usr/share/gocode, GO111MODULE=off, GOFLAGS=-mod=vendor off, no network)"
+    log "go build (GOPATH=/usr/share/gocode: Debian's packaged sources, GO111MODULE=off, GOPROXY=off)"
     mkdir -p "$HERE/go/bin"
     (cd "$HERE/go" && GOPATH=/usr/share/gocode GO111MODULE=off GOPROXY=off GOCACHE="$HOME/.cache/elector/go-build" \
       go build -o bin/client-goredis goredis.go common.go \
