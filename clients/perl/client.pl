@@ -2,7 +2,7 @@
 # On every (re)connect it asks the sentinels in turn (SENTINEL
 # get-master-addr-by-name); `reconnect` retries for that many seconds. SET and
 # WAIT are pipelined on one socket (conservative_reconnect: never across a
-# reconnect). The loop and the lines printed: clients/python/common.py.
+# reconnect, where WAIT would count a new connection's empty offset). The loop and the lines printed: clients/python/common.py.
 use strict;
 use warnings;
 use Redis;
@@ -53,7 +53,10 @@ while ($i < $max && time() < $deadline) {
     } else {
         my $e = substr($@ // 'unknown', 0, 180);
         emit('err', $e);
-        # The same object goes on: its reconnect asks the sentinels again.
+        # After an error with pipelined replies pending, conservative_reconnect
+        # leaves the object refusing every command ("reconnect disabled while
+        # responses are pending"): a new object, which asks the sentinels again.
+        undef $redis;
         sleep(0.05);
     }
 }

@@ -66,7 +66,7 @@ impl Loop {
     /// The next key, or None when the loop is over.
     fn next_key(&mut self) -> Option<String> {
         let stopped = !self.stop_file.is_empty()
-            && self.i % 10 == 0
+            && self.i.is_multiple_of(10)
             && std::path::Path::new(&self.stop_file).exists();
         if self.i >= self.max_writes || Instant::now() >= self.deadline || stopped {
             return None;
