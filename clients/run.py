@@ -285,7 +285,8 @@ def run_once(target, client, run, args):
         proc.kill()
         t.join(5)
         record.update(ok=False, problem=f"only {acks()} acknowledged writes before the kill",
-                      stderr="".join(stderr)[-800:], lines=lines[-5:])
+                      stderr="".join(stderr)[-800:], lines=lines[-5:],
+                      first_errors=sorted({l.split(" ", 2)[2][:110] for l in lines if l.startswith("err ")})[:3])
         return record
     victim = target.node_of(old[0])
     t_before = now_ms()
@@ -449,8 +450,10 @@ def render(records, versions, args):
     if problems:
         lines += ["", "## Runs that failed", ""]
         for r in problems:
+            errs = r.get("first_errors") or sorted(
+                {l.split(" ", 2)[2][:110] for l in r.get("lines", []) if l.startswith("err ")})
             lines.append(f"- {r['client']} on {r['target']}, run {r['run']}: {r.get('problem', '?')}"
-                         f" (first errors: {r.get('first_errors') or r.get('stderr', '')})")
+                         f" (errors: {'; '.join(f'`{e}`' for e in errs[:3]) or r.get('stderr', '').strip() or 'none'})")
     lines += ["", "## What each client needs configured", "",
               "| client | configuration |", "| --- | --- |"]
     for client in dict.fromkeys(r["client"] for r in records):
