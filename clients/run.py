@@ -43,19 +43,19 @@ CLIENTS = {
         lang="Python",
         version=[PY, "-c", "import redis; print('redis-py', redis.__version__)"],
         cmd=[PY, os.path.join(HERE, "python", "redis_py.py")],
-        configure="`Sentinel([(ip, 26379), ...]).master_for('mymaster')`",
+        configure="`Sentinel([(ip, 26379), ...], sentinel_kwargs=SENTINEL_KWARGS, socket_timeout=1.0).master_for('mymaster', socket_timeout=2.0)`, SENTINEL_KWARGS = `{'socket_timeout': 0.5, 'socket_connect_timeout': 0.5, 'retry': Retry(NoBackoff(), 0)}` (see below)",
     ),
     "redis-py-asyncio": dict(
         lang="Python (asyncio)",
         version=[PY, "-c", "import redis; print('redis-py', redis.__version__, 'asyncio')"],
         cmd=[PY, os.path.join(HERE, "python", "redis_py_async.py")],
-        configure="`redis.asyncio.sentinel.Sentinel([...]).master_for('mymaster')`",
+        configure="`redis.asyncio.sentinel.Sentinel([...], sentinel_kwargs=SENTINEL_KWARGS, ...).master_for('mymaster', ...)`, as redis-py",
     ),
     "valkey-py": dict(
         lang="Python",
         version=[PY, "-c", "import valkey; print('valkey-py', valkey.__version__)"],
         cmd=[PY, os.path.join(HERE, "python", "valkey_py.py")],
-        configure="`valkey.sentinel.Sentinel([...]).master_for('mymaster')`",
+        configure="`valkey.sentinel.Sentinel([...], sentinel_kwargs=SENTINEL_KWARGS, ...).master_for('mymaster', ...)`, as redis-py",
     ),
     "redis-rs": dict(
         lang="Rust (tokio)",
@@ -73,7 +73,7 @@ CLIENTS = {
         lang="Go",
         version=["sh", "-c", "echo go-redis $(dpkg-query -W -f '${Version}' golang-gopkg-redis.v5-dev)"],
         cmd=[os.path.join(HERE, "go", "bin", "client-goredis")],
-        configure="`redis.NewFailoverClient(&redis.FailoverOptions{MasterName: \"mymaster\", SentinelAddrs: [...]})`",
+        configure="`redis.NewFailoverClient(&redis.FailoverOptions{MasterName: \"mymaster\", SentinelAddrs: [...], DialTimeout: 1s, ReadTimeout: 2s})`",
     ),
     "redigo+sentinel": dict(
         lang="Go",
@@ -85,7 +85,7 @@ CLIENTS = {
         lang="Ruby",
         version=["sh", "-c", "echo ruby-redis $(dpkg-query -W -f '${Version}' ruby-redis)"],
         cmd=["ruby", os.path.join(HERE, "ruby", "client.rb")],
-        configure="`Redis.new(url: 'redis://mymaster', sentinels: [{host:, port:}, ...], role: :master)`",
+        configure="`Redis.new(url: 'redis://mymaster', sentinels: [{host:, port:}, ...], role: :master, connect_timeout: 1, timeout: 2, reconnect_attempts: 0)`",
     ),
     "php-redis": dict(
         lang="PHP",
@@ -97,7 +97,7 @@ CLIENTS = {
         lang="Perl",
         version=["sh", "-c", "echo Redis.pm $(dpkg-query -W -f '${Version}' libredis-perl)"],
         cmd=["perl", os.path.join(HERE, "perl", "client.pl")],
-        configure="`Redis->new(sentinels => ['ip:26379', ...], service => 'mymaster', reconnect => 60)`",
+        configure="`Redis->new(sentinels => ['ip:26379', ...], service => 'mymaster', reconnect => 1, conservative_reconnect => 1, cnx_timeout => 1, read_timeout => 2, sentinels_cnx_timeout => 0.5)`; a new object after an error (see below)",
     ),
 }
 
@@ -436,10 +436,11 @@ def render(records, versions, args):
     for client, target in keys:
         rs = [r for r in records if r["client"] == client and r["target"] == target]
         ok = sum(1 for r in rs if r.get("ok"))
-        fo = [r["failover_ms"] for r in rs if r.get("failover_ms") is not None]
-        errs = [r.get("errors_after_kill", 0) for r in rs if "errors_after_kill" in r]
+        good = [r for r in rs if r.get("ok")]
+        fo = [r["failover_ms"] for r in good]
+        errs = [r["errors_after_kill"] for r in good]
         lost = sum(r.get("lost", 0) for r in rs)
-        learnt = sorted({r.get("learnt", "-") for r in rs})
+        learnt = sorted({r["learnt"] for r in good}) or ["-"]
         tname = {"kevy": "elector + kevy", "redis": "elector + Redis", "sentinel": "Redis Sentinel"}[target]
         sw = [r["target_switch_ms"] for r in rs if r.get("target_switch_ms") is not None]
         err_col = f"{statistics.median(errs):g}" if errs else "-"
@@ -452,8 +453,9 @@ def render(records, versions, args):
         for r in problems:
             errs = r.get("first_errors") or sorted(
                 {l.split(" ", 2)[2][:110] for l in r.get("lines", []) if l.startswith("err ")})
+            shown = "; ".join(f"`{e}`" for e in errs[:3]) or "none: the client was blocked"
             lines.append(f"- {r['client']} on {r['target']}, run {r['run']}: {r.get('problem', '?')}"
-                         f" (errors: {'; '.join(f'`{e}`' for e in errs[:3]) or r.get('stderr', '').strip() or 'none'})")
+                         f" (errors: {shown})")
     lines += ["", "## What each client needs configured", "",
               "| client | configuration |", "| --- | --- |"]
     for client in dict.fromkeys(r["client"] for r in records):
