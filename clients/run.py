@@ -99,6 +99,29 @@ CLIENTS = {
         cmd=["perl", os.path.join(HERE, "perl", "client.pl")],
         configure="`Redis->new(sentinels => ['ip:26379', ...], service => 'mymaster', reconnect => 1, conservative_reconnect => 1, cnx_timeout => 1, read_timeout => 2, sentinels_cnx_timeout => 0.5)`; a new object after an error (see below)",
     ),
+    # No Sentinel support (or none used): the virtual IP that follows the primary
+    # (docs/vip.md), on the elector targets only.
+    "redis-py-vip": dict(
+        lang="Python",
+        version=[PY, "-c", "import redis; print('redis-py', redis.__version__)"],
+        cmd=[PY, os.path.join(HERE, "vip", "redis_py_vip.py")],
+        configure="`redis.Redis(host=VIP, port=6379, socket_timeout=2.0, socket_connect_timeout=1.0)`",
+        vip=True,
+    ),
+    "node-redis-vip": dict(
+        lang="JavaScript (Node)",
+        version=["sh", "-c", "echo node-redis $(dpkg-query -W -f '${Version}' node-redis)"],
+        cmd=["env", "NODE_PATH=/usr/share/nodejs", "node", os.path.join(HERE, "vip", "node_vip.js")],
+        configure="`createClient({url: 'redis://VIP:6379', socket: {connectTimeout: 1000, reconnectStrategy: () => 50}, disableOfflineQueue: true})`",
+        vip=True,
+    ),
+    "redis-cli-vip": dict(
+        lang="shell",
+        version=["sh", "-c", "redis-cli --version"],
+        cmd=[os.path.join(HERE, "vip", "redis_cli_vip.sh")],
+        configure="`redis-cli -h VIP -p 6379`, one process per write",
+        vip=True,
+    ),
 }
 
 TARGETS = {"kevy": 1, "redis": 2, "sentinel": 3}
@@ -121,7 +144,7 @@ def now_ms():
 class Target:
     """Three nodes in containers on a network of their own."""
 
-    def __init__(self, name, image, base_image, down_after_ms):
+    def __init__(self, name, image, base_image, down_after_ms, vip=False):
         self.name = name
         self.image = image
         self.base_image = base_image
@@ -129,6 +152,8 @@ class Target:
         self.prefix = f"10.137.{TARGETS[name]}"
         self.net = f"clients-{name}"
         self.nodes = {f"n{i}": f"{self.prefix}.1{i}" for i in (1, 2, 3)}
+        # The electors' virtual IP (docs/vip.md), when a client needs it.
+        self.vip = f"{self.prefix}.100" if vip and name in ("kevy", "redis") else None
 
     def container(self, node):
         return f"clients-{self.name}-{node}"
@@ -161,6 +186,8 @@ class Target:
             env = dict(NODE_ID=node, PEERS=peers, BACKEND=self.name, HB_INTERVAL_MS="200",
                        DOWN_AFTER_MS=str(self.down_after_ms), ELECTION_TIMEOUT_MS="2000",
                        BACKOFF_MIN_MS="500", BACKOFF_MAX_MS="1500")
+            if self.vip:
+                env.update(VIP=self.vip, VIP_PORT="6379")
             envs = [x for k, v in env.items() for x in ("-e", f"{k}={v}")]
             return common + ["--cap-add", "NET_ADMIN", "--cap-add", "NET_RAW", *envs, self.image]
         # Real Redis Sentinel: redis-server and redis-sentinel from Debian (the base image),
@@ -235,7 +262,12 @@ exit 1
         host, port = addrs.pop()
         node = redis.Redis(host=host, port=port, socket_timeout=3, socket_connect_timeout=1)
         node.set("clients:ready", "1")
-        return node.execute_command("WAIT", 2, 2000) >= 2
+        if node.execute_command("WAIT", 2, 2000) < 2:
+            return False
+        if self.vip:
+            via = redis.Redis(host=self.vip, port=6379, socket_timeout=1, socket_connect_timeout=1)
+            return via.info("replication").get("role") == "master"
+        return True
 
     def wait_ready(self, timeout_s):
         deadline = time.monotonic() + timeout_s
@@ -258,7 +290,8 @@ def run_once(target, client, run, args):
     spec = CLIENTS[client]
     prefix = f"c37:{target.name}:{client}:{run}:{now_ms()}"
     stop_file = tempfile.mktemp(prefix="clients-stop-")
-    env = dict(os.environ, SENTINELS=",".join(target.sentinels), MASTER=MASTER, PREFIX=prefix,
+    where = dict(VIP=f"{target.vip}:6379") if spec.get("vip") else dict(SENTINELS=",".join(target.sentinels))
+    env = dict(os.environ, **where, MASTER=MASTER, PREFIX=prefix,
                STOP_FILE=stop_file, DEADLINE_S=str(args.client_deadline_s), MAX_WRITES="200000",
                PACE_MS=str(args.pace_ms))
     old = target.master_addr()
@@ -335,7 +368,9 @@ def run_once(target, client, run, args):
             chunk = acked[i:i + 1000]
             values = node.mget(chunk)
             lost += [k for k, v in zip(chunk, values) if v != k]
-    if switches:
+    if spec.get("vip"):
+        learnt = "virtual IP"
+    elif switches:
         learnt = "+switch-master"
     elif discovers:
         learnt = "asked again"
@@ -345,6 +380,10 @@ def run_once(target, client, run, args):
     new_addr = f"{new[0]}:{new[1]}" if new else None
     followed = new_addr is not None and any(new_addr in l for l in lines if (
         l.startswith("discover ") or l.startswith("switch ")) and int(l.split()[1]) > kill_ms)
+    if spec.get("vip"):
+        # One address throughout: writes acknowledged after the kill came from the
+        # node that holds the VIP now, which the surviving electors name as primary.
+        followed = bool(after) and new_addr is not None
     record.update(
         ok=bool(after) and after[0] - kill_ms <= args.failover_timeout_s * 1000
         and new is not None and not lost and followed,
@@ -514,7 +553,8 @@ def main():
             with open(os.path.join(out_dir, f"last-{tname}.jsonl")) as f:
                 records += [r for r in map(json.loads, f) if r["client"] in clients]
     for tname in [] if args.render_only else targets:
-        target = Target(tname, args.image, args.base_image, args.down_after_ms)
+        wants_vip = any(CLIENTS[c].get("vip") for c in clients)
+        target = Target(tname, args.image, args.base_image, args.down_after_ms, vip=wants_vip)
         log(f"{tname}: starting 3 nodes on {target.prefix}.0/24")
         t0 = time.monotonic()
         last_path = os.path.join(out_dir, f"last-{tname}.jsonl")
@@ -530,6 +570,8 @@ def main():
                 log(f"{tname}: ready in {time.monotonic() - t0:.0f}s")
                 for run in range(1, args.runs + 1):
                     for client in clients:
+                        if CLIENTS[client].get("vip") and not target.vip:
+                            continue  # Redis Sentinel has no virtual IP
                         r = run_once(target, client, run, args)
                         records.append(r)
                         for f in (raw, last):

@@ -3,7 +3,8 @@
 Every client program in clients/ (whatever its language) speaks the same small
 protocol with clients/run.py, so one orchestrator can time them all:
 
-- configuration from the environment: SENTINELS (``ip:port,ip:port``), MASTER
+- configuration from the environment: SENTINELS (``ip:port,ip:port``), or VIP
+  (``ip:port``, the virtual IP, for clients with no Sentinel support), MASTER
   (the master name), PREFIX (key prefix, unique per run), STOP_FILE (the loop
   ends when it exists), DEADLINE_S (hard bound in seconds), MAX_WRITES (bound in
   count), PACE_MS (sleep between writes);
@@ -35,11 +36,13 @@ def emit(kind, *fields):
 
 def config():
     sentinels = []
-    for item in os.environ["SENTINELS"].split(","):
+    for item in filter(None, os.environ.get("SENTINELS", "").split(",")):
         host, port = item.rsplit(":", 1)
         sentinels.append((host, int(port)))
+    vip = os.environ.get("VIP", "")
     return {
         "sentinels": sentinels,
+        "vip": (vip.rsplit(":", 1)[0], int(vip.rsplit(":", 1)[1])) if vip else None,
         "master": os.environ.get("MASTER", "mymaster"),
         "prefix": os.environ.get("PREFIX", "clients"),
         "stop_file": os.environ.get("STOP_FILE", ""),
