@@ -166,7 +166,7 @@ compose-check:
 ansible-test N="3" backend="kevy":
     ansible/tests/rehearse.sh {{N}} {{backend}}
 
-# Sentinel-aware client libraries through a primary kill (clients/, versions in clients/versions.env): each against our electors on kevy and on Redis and against real Redis Sentinel, in containers of its own (no lab port), CLIENTS_RUNS runs each (default 3), CLIENTS (default all), CLIENTS_TARGETS (default kevy,redis,sentinel); writes docs/clients.md (about 25 minutes)
+# Sentinel-aware client libraries through a primary kill (clients/, versions in clients/versions.env): each against our electors on kevy and on Redis and against real Redis Sentinel, in containers of its own (no lab port), CLIENTS_RUNS runs each (default 3), CLIENTS (default all), CLIENTS_TARGETS (default kevy,redis,sentinel); writes docs/clients.md (about 30 minutes)
 clients:
     scripts/install-deps.sh
     clients/setup.sh --debian

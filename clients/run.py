@@ -450,7 +450,10 @@ def render(records, versions, args):
         f"{args.warmup_acks} acknowledged writes the primary's container is `docker kill`ed; "
         f"the client keeps going through its own Sentinel logic until {args.after_acks} more "
         "writes are acknowledged; then every acknowledged key is read back from the new "
-        "primary, and the killed container is started again (it rejoins as a replica).",
+        "primary, and the killed container is started again (it rejoins as a replica). "
+        "Clients named `-vip` are given only the electors' virtual IP (docs/vip.md) "
+        "instead of the sentinel addresses; Redis Sentinel has none, so they run on the "
+        "elector targets only.",
         "",
         "- **failover ms**: from the return of `docker kill` to the client's first "
         "acknowledged write; median (min-max) over the runs.",
