@@ -70,4 +70,7 @@ if ! "$K8S_VENV/bin/kubernetes-validate" --version 2>/dev/null | grep -q "$K8S_V
   "$K8S_VENV/bin/pip" install -q "kubernetes-validate==$K8S_VALIDATE_VERSION"
 fi
 command -v docker >/dev/null 2>&1 || echo "install-deps: WARNING: docker not found: the labs and images need Docker Engine (not installed by this script)" >&2
+# The client libraries `just clients-ci` runs (redis-py, valkey-py in a venv; the redis
+# crate's client): clients/setup.sh, idempotent. `just clients` adds the Debian ones.
+"$(dirname "${BASH_SOURCE[0]}")/../clients/setup.sh"
 echo "install-deps: ok (redis-server $(redis-server --version | awk '{print $3}'), $(kevy --version 2>&1 | head -1), just $(just --version | awk '{print $2}'))"

@@ -216,6 +216,18 @@ fn node_addr(id: &str, data: &str) -> NodeAddr {
     }
 }
 
+/// The other members' Sentinel-compatible listeners (`peers[].sentinel`), for
+/// `SENTINEL sentinels` and `num-other-sentinels`; members without one are
+/// left out rather than guessed.
+fn other_sentinels(config: &Config) -> Vec<NodeAddr> {
+    config
+        .peers
+        .iter()
+        .filter(|p| p.id != config.node_id)
+        .filter_map(|p| Some(node_addr(&p.id, p.sentinel.as_deref()?)))
+        .collect()
+}
+
 /// What the Sentinel-compatible listener tells clients.
 pub fn cluster_view(core: &Core, config: &Config) -> ClusterView {
     let primary_id = core.primary();
@@ -240,8 +252,41 @@ pub fn cluster_view(core: &Core, config: &Config) -> ClusterView {
         epoch: core.epoch(),
         primary,
         replicas,
-        sentinels: Vec::new(),
+        sentinels: other_sentinels(config),
         quorum: core.config().quorum().size(),
         down_after_ms: config.timings.down_after_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `SENTINEL sentinels` / `num-other-sentinels` (docs/clients.md): the
+    /// other members' listeners from `peers[].sentinel`, never this node's
+    /// own, and no guess for a member that names none.
+    #[test]
+    fn the_other_members_sentinel_listeners_are_listed_and_this_nodes_is_not() {
+        let yaml = r#"
+node_id: n1
+listen: { election: "127.0.0.1:7401", api: "127.0.0.1:9301", sentinel: ":26401" }
+data_node: { kind: redis, address: "127.0.0.1:6001" }
+peers:
+  - { id: n1, election: "10.0.0.1:7400", data: "10.0.0.1:6379", sentinel: "10.0.0.1:26379" }
+  - { id: n2, election: "10.0.0.2:7400", data: "10.0.0.2:6380", sentinel: "10.0.0.2:26379" }
+  - { id: n3, election: "10.0.0.3:7400", data: "10.0.0.3:6381" }
+"#;
+        let config = crate::config::parse(yaml, std::path::Path::new("t.yaml"))
+            .unwrap()
+            .config;
+        let listed = other_sentinels(&config);
+        assert_eq!(
+            listed,
+            [NodeAddr {
+                id: "n2".into(),
+                host: "10.0.0.2".into(),
+                port: 26379
+            }]
+        );
     }
 }

@@ -145,6 +145,13 @@ pub struct PeerConfig {
     pub data: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
+    /// Its elector's Sentinel-compatible listener as clients reach it. The
+    /// listener lists the other members' in `SENTINEL sentinels` and counts
+    /// them in `num-other-sentinels`, as real Sentinel does with the
+    /// sentinels it hears: clients given one sentinel learn the others, and
+    /// redis-py's `min_other_sentinels` finds them (docs/clients.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel: Option<String>,
     /// A member with no data node that votes and echoes but never stands
     /// (protocol §4.5).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

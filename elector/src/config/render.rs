@@ -153,6 +153,7 @@ impl RenderArgs {
                 election: host_port(host, self.election_port),
                 data: (!witness).then(|| host_port(host, port)),
                 api: Some(host_port(host, self.api_port)),
+                sentinel: (self.sentinel_port > 0).then(|| host_port(host, self.sentinel_port)),
                 witness,
             });
         }
@@ -311,6 +312,30 @@ mod tests {
             config.auth.max_skew_ms,
             crate::net::auth::DEFAULT_MAX_SKEW_MS
         );
+    }
+
+    #[test]
+    fn every_member_is_rendered_with_its_sentinel_listener_when_the_node_has_one() {
+        let peers = "n1=h1,n2=h2,n3=h3";
+        let with = args(&[
+            "--node-id",
+            "n1",
+            "--peers",
+            peers,
+            "--sentinel-port",
+            "26379",
+        ]);
+        let config = with.config().unwrap();
+        let listed: Vec<_> = config.peers.iter().map(|p| p.sentinel.as_deref()).collect();
+        assert_eq!(
+            listed,
+            [Some("h1:26379"), Some("h2:26379"), Some("h3:26379")]
+        );
+        with.render().unwrap();
+        let without = args(&["--node-id", "n1", "--peers", peers])
+            .config()
+            .unwrap();
+        assert!(without.peers.iter().all(|p| p.sentinel.is_none()));
     }
 
     #[test]

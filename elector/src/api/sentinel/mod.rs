@@ -1,18 +1,27 @@
 //! A Redis Sentinel-compatible RESP listener (`listen.sentinel`).
 //!
-//! Sentinel-aware clients (the `redis` crate's `sentinel` feature, redis-py's
-//! `Sentinel`, Jedis' `JedisSentinelPool`, Lettuce) find the primary by asking
-//! a sentinel. Answering the same questions from the elector's own view lets
-//! them follow elector failovers with no code change: point them at the
-//! electors' sentinel ports instead of at redis-sentinel processes.
+//! Sentinel-aware clients find the primary by asking a sentinel. Answering the
+//! same questions from the elector's own view lets them follow elector
+//! failovers with no code change: point them at the electors' sentinel ports
+//! instead of at redis-sentinel processes.
 //!
-//! What clients actually ask, and therefore what this answers faithfully:
-//! - the `redis` crate: `SENTINEL MASTERS` (entry `name`, `ip`, `port`,
-//!   `flags` without `s_down`/`o_down`), then `ROLE` on the data node itself;
-//!   `SENTINEL SLAVES <name>` for replicas;
-//! - redis-py: `SENTINEL MASTERS` (also `num-other-sentinels`), `SENTINEL
-//!   SLAVES`; Jedis: `SENTINEL get-master-addr-by-name` plus a subscription to
-//!   `+switch-master`, published here whenever the primary's address changes.
+//! Which clients do, through a primary kill, with 0 acknowledged writes lost,
+//! is measured by `just clients` (docs/clients.md: redis-py 8 sync and
+//! asyncio, valkey-py, the `redis` crate's async `SentinelClient`, go-redis v5,
+//! redigo with FZambia/sentinel, redis-rb 4, phpredis' `RedisSentinel`,
+//! Redis.pm), side by side with real Redis Sentinel. Jedis and Lettuce are not
+//! run here (their registry is out of reach); docs/clients.md lists the
+//! commands they send, each answered below.
+//!
+//! What those clients ask, and therefore what this answers faithfully:
+//! - `SENTINEL MASTERS` (entry `name`, `ip`, `port`, `flags` without
+//!   `s_down`/`o_down`, `num-other-sentinels`), then `ROLE` on the data node
+//!   itself: the `redis` crate, redis-py, valkey-py;
+//! - `SENTINEL get-master-addr-by-name`: go-redis, redigo's helper, redis-rb,
+//!   phpredis, Redis.pm, Jedis, Lettuce; `SENTINEL sentinels` (go-redis,
+//!   Redis.pm), `SENTINEL SLAVES`/`replicas` for replicas;
+//! - a subscription to `+switch-master` (go-redis, Jedis; Lettuce with
+//!   `PSUBSCRIBE *`), published here whenever the primary's address changes.
 //!
 //! Entries are flat field/value arrays of bulk strings, as real Sentinel
 //! sends them. Run ids are derived from node ids (first 40 hex digits of a
