@@ -55,6 +55,29 @@ pub struct Config {
     /// built with the `test-faults` feature (`elector-faulty`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unsafe_test_faults: Vec<String>,
+    /// How `elector run` and `elector watchdog` write their log: `text`
+    /// (default) or `json` (one object per line, for a log shipper).
+    /// `--log-format` on the command line wins.
+    #[serde(default, skip_serializing_if = "LogFormat::is_text")]
+    pub log_format: LogFormat,
+}
+
+/// The log's line format (`log_format`, `--log-format`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable `key=value` lines.
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `fields.message`
+    /// and every field as a JSON value.
+    Json,
+}
+
+impl LogFormat {
+    fn is_text(&self) -> bool {
+        *self == LogFormat::Text
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]

@@ -188,6 +188,7 @@ impl RenderArgs {
             priority: super::default_priority(),
             max_lag_bytes: super::default_max_lag(),
             vip: None,
+            log_format: super::LogFormat::Text,
             data_node: (!is_witness).then(|| DataNodeConfig {
                 kind,
                 address: self
