@@ -71,11 +71,11 @@ test:
     just conformance
     just conformance-chaos-short
 
-# build target/debian/elector_<version>_amd64.deb (cargo-deb; units, example config, man pages from deploy/debian and `elector man`)
+# build target/debian/elector_<version>_amd64.deb (cargo-deb; units, example config, man pages from deploy/debian and `elector man`, the config reference and runbooks) and, beside it, the stripped binary's debug symbols as elector-dbgsym_<version>_amd64.ddeb
 package:
     cargo build --release -p elector
-    rm -rf target/man && target/release/elector man --dir target/man && gzip -9n target/man/*.1
-    cargo deb -p elector --no-build
+    rm -rf target/man && target/release/elector man --dir target/man && gzip -9n target/man/*.1 target/man/*.5
+    cargo deb -p elector --no-build --dbgsym
     @ls -1 target/debian/elector_*_amd64.deb
 
 # install, start, check /liveness, stop and purge the .deb in a container from elector-base:bookworm (about 30 s)

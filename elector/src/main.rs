@@ -371,12 +371,20 @@ fn report<E: std::fmt::Display>(r: Result<(), E>) -> ExitCode {
 }
 
 /// One page per visible subcommand plus `elector.1`; the hidden `man`
-/// subcommand itself gets no page.
+/// subcommand itself gets no page. And `elector.yaml.5`, the config
+/// reference.
 fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let cmd = Cli::command().version(VERSION);
     clap_mangen::generate_to(cmd, dir)
         .with_context(|| format!("writing man pages to {}", dir.display()))?;
+    // The config file's keys, generated from the config types.
+    let page = dir.join("elector.yaml.5");
+    std::fs::write(
+        &page,
+        config::reference::man_page(env!("CARGO_PKG_VERSION")),
+    )
+    .with_context(|| format!("writing {}", page.display()))?;
     Ok(())
 }
 
