@@ -61,6 +61,7 @@ enum Command {
     /// Validate config files: exit 1 with one line per problem. Given the
     /// files of a whole cluster, also checks that they agree (fingerprint).
     CheckConfig {
+        /// Config files: one node's, or every node's of a cluster.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -92,10 +93,14 @@ enum Command {
     },
     /// Planned, zero-loss handover of the primary role to node TO.
     Switchover {
+        /// HOST:PORT of any elector's API; a replica forwards to the primary.
         #[arg(long)]
         node: String,
+        /// The node id that is to become the primary.
         #[arg(long)]
         to: String,
+        /// How long the target may take to catch up before everything rolls
+        /// back (writes stay paused meanwhile; at most 120000).
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
         /// The node's config file: with `auth.mode: shared_key` its key signs
@@ -125,6 +130,7 @@ enum Command {
     /// `just package` ships them in the Debian package.
     #[command(hide = true)]
     Man {
+        /// Directory to write the pages into (created if missing).
         #[arg(long)]
         dir: PathBuf,
     },
@@ -459,4 +465,36 @@ fn run(
 fn switchover_key(path: &std::path::Path) -> anyhow::Result<Option<elector::net::auth::Secret>> {
     let loaded = config::load(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(loaded.config.auth.load_key()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option and positional argument of every subcommand (the
+    /// hidden `man` included), without help text.
+    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                out.push(format!("{path} {} (the subcommand)", sub.get_name()));
+            }
+            undocumented(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_cli_option_and_subcommand_has_help_text() {
+        let mut missing = Vec::new();
+        undocumented(&Cli::command(), "elector", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
 }
