@@ -82,6 +82,10 @@ package:
 package-test: package
     scripts/package-test.sh "$(ls -t target/debian/elector_*_amd64.deb | head -1)"
 
+# the .deb under a real systemd (privileged container): both units active, systemd-analyze security <= 3.0, the sandbox refusing a write outside the state dir, the watchdog's probes seen (not part of `just test`)
+package-systemd-test: package
+    scripts/package-systemd-test.sh "$(ls -t target/debian/elector_*_amd64.deb | head -1)"
+
 # the alert rules in a real Prometheus (Debian's package, our image): a 3-node lab per backend with LAB_MONITORING=1, kill the primary, ElectorPeerUnreachable must fire and then resolve after the restart, through Prometheus's HTTP API (about 1 min per backend)
 monitoring-test *BACKENDS:
     scripts/monitoring-test.py {{BACKENDS}}

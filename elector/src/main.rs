@@ -97,8 +97,17 @@ enum Command {
         #[arg(long)]
         node: String,
         /// The node id that is to become the primary.
+        #[arg(
+            long,
+            required_unless_present = "to_eligible",
+            conflicts_with = "to_eligible"
+        )]
+        to: Option<String>,
+        /// Instead of --to: the peer NODE hears alive and judges eligible,
+        /// furthest ahead (what a Kubernetes preStop wants). With none, says
+        /// so and exits 0 without a switchover.
         #[arg(long)]
-        to: String,
+        to_eligible: bool,
         /// How long the target may take to catch up before everything rolls
         /// back (writes stay paused meanwhile; at most 120000).
         #[arg(long, default_value_t = 10_000)]
@@ -218,9 +227,24 @@ fn main() -> ExitCode {
         Command::Switchover {
             node,
             to,
+            to_eligible,
             timeout_ms,
             config,
         } => {
+            let to = match (to, to_eligible) {
+                (Some(to), _) => to,
+                (None, _) => match cli::fetch_status(&node).map(|(s, _)| cli::pick_eligible(&s)) {
+                    Ok(Some(to)) => to,
+                    Ok(None) => {
+                        println!("no eligible peer is alive: no switchover");
+                        return ExitCode::SUCCESS;
+                    }
+                    Err(e) => {
+                        eprintln!("elector: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                },
+            };
             let key = match config.map(|path| switchover_key(&path)).transpose() {
                 Ok(key) => key.flatten(),
                 Err(e) => {

@@ -25,7 +25,7 @@ use crate::api::status::StatusSnapshot;
 
 pub use self::accept_data_loss::accept_data_loss_command;
 pub(crate) use self::report::{format_age, render_report};
-pub use self::switchover::{switchover, switchover_command};
+pub use self::switchover::{pick_eligible, switchover, switchover_command};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const READ_TIMEOUT: Duration = Duration::from_secs(3);
@@ -110,7 +110,7 @@ pub fn local_api(api_listen: &str) -> String {
 }
 
 /// Fetches and parses one node's `/status`, also returning the raw body.
-pub(crate) fn fetch_status(node: &str) -> Result<(StatusSnapshot, String), CliError> {
+pub fn fetch_status(node: &str) -> Result<(StatusSnapshot, String), CliError> {
     let body = get_text(node, "/status")?;
     let snap = serde_json::from_str(&body).map_err(|source| CliError::Json {
         url: url(node, "/status"),

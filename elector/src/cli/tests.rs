@@ -367,3 +367,25 @@ fn the_local_api_is_reached_over_loopback_when_it_listens_everywhere() {
     assert_eq!(local_api("[::]:9301"), "http://127.0.0.1:9301");
     assert_eq!(local_api("10.0.0.5:9302"), "http://10.0.0.5:9302");
 }
+
+#[test]
+fn the_eligible_peer_picked_for_a_switchover_is_alive_eligible_and_furthest_ahead() {
+    let mut s = node("n1", Role::Primary, 3, Some("n1"));
+    let mut behind = peer("n2", true, None);
+    behind.offset = Some(100);
+    let mut ahead = peer("n3", true, None);
+    ahead.offset = Some(200);
+    let mut dead = peer("n4", false, None);
+    dead.offset = Some(900);
+    let mut ineligible = peer("n5", true, None);
+    ineligible.offset = Some(950);
+    ineligible.eligible = Some(false);
+    s.peers = vec![behind, ahead, dead, ineligible];
+    assert_eq!(pick_eligible(&s).as_deref(), Some("n3"));
+    s.peers.retain(|p| p.id != "n2" && p.id != "n3");
+    assert_eq!(
+        pick_eligible(&s),
+        None,
+        "only dead or ineligible peers left"
+    );
+}
