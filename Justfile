@@ -72,16 +72,20 @@ test:
     just conformance
     just conformance-chaos-short
 
-# build target/debian/elector_<version>_amd64.deb (cargo-deb; units, example config, man pages from deploy/debian and `elector man`)
+# build target/debian/elector_<version>_amd64.deb (cargo-deb; units, example config, man pages from deploy/debian and `elector man`, the config reference and runbooks) and, beside it, the stripped binary's debug symbols as elector-dbgsym_<version>_amd64.ddeb
 package:
     cargo build --release -p elector
-    rm -rf target/man && target/release/elector man --dir target/man && gzip -9n target/man/*.1
-    cargo deb -p elector --no-build
+    rm -rf target/man && target/release/elector man --dir target/man && gzip -9n target/man/*.1 target/man/*.5
+    cargo deb -p elector --no-build --dbgsym
     @ls -1 target/debian/elector_*_amd64.deb
 
 # install, start, check /liveness, stop and purge the .deb in a container from elector-base:bookworm (about 30 s)
 package-test: package
     scripts/package-test.sh "$(ls -t target/debian/elector_*_amd64.deb | head -1)"
+
+# the .deb under a real systemd (privileged container): both units active, systemd-analyze security <= 3.0, the sandbox refusing a write outside the state dir, the watchdog's probes seen (not part of `just test`)
+package-systemd-test: package
+    scripts/package-systemd-test.sh "$(ls -t target/debian/elector_*_amd64.deb | head -1)"
 
 # the alert rules in a real Prometheus (Debian's package, our image): a 3-node lab per backend with LAB_MONITORING=1, kill the primary, ElectorPeerUnreachable must fire and then resolve after the restart, through Prometheus's HTTP API (about 1 min per backend)
 monitoring-test *BACKENDS:

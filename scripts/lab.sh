@@ -65,6 +65,7 @@ scrape_configs:
   - job_name: elector-lab
     static_configs:
       - targets: [$targets]
+        labels: {cluster: lab}
 YAML
   chmod -R a+rX "$STATE_DIR/prometheus"
 }

@@ -30,9 +30,30 @@ if command -v systemd-analyze >/dev/null 2>&1; then
   (cd "$root" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no ./elector.service ./elector-watchdog.service) \
     || die "systemd-analyze verify rejects the units"
   log "systemd-analyze verify: units ok"
+  # The sandbox's exposure, as systemd scores it (offline: the unit files
+  # alone); the bar is 3.0 for both units.
+  for unit in elector.service elector-watchdog.service; do
+    score="$(cd "$root" && systemd-analyze security --offline=yes --no-pager "./$unit" 2>/dev/null \
+      | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')"
+    [ -n "$score" ] || die "systemd-analyze security gave no score for $unit"
+    awk -v s="$score" 'BEGIN { exit !(s <= 3.0) }' || die "$unit: systemd-analyze security $score > 3.0"
+    log "systemd-analyze security --offline: $unit $score"
+  done
 else
   log "WARNING: no systemd-analyze on this host: units not verified"
 fi
+
+# The control file and the binary: tools recommended, debug symbols split off.
+recommends="$(dpkg-deb -f "$DEB" Recommends)"
+for tool in iproute2 iptables arping; do
+  echo "$recommends" | grep -qw "$tool" || die "Recommends lacks $tool: $recommends"
+done
+size="$(dpkg-deb -c "$DEB" | awk '$NF == "./usr/bin/elector" { print $3 }')"
+[ "${size:-0}" -lt $((20 * 1024 * 1024)) ] || die "usr/bin/elector is $size bytes: not stripped"
+ddeb="$(ls -t "$(dirname "$DEB")"/elector-dbgsym_*.ddeb 2>/dev/null | head -1 || true)"
+[ -n "$ddeb" ] && dpkg-deb -c "$ddeb" | grep -q '/usr/lib/debug/.build-id/.*\.debug' \
+  || die "no elector-dbgsym .ddeb with the debug symbols beside $DEB"
+log "Recommends: $recommends; /usr/bin/elector $size bytes; debug symbols in $(basename "$ddeb")"
 
 cleanup() { docker rm -f "$NAME" >/dev/null 2>&1 || true; }
 trap 'cleanup; rm -rf "${root:-}"' EXIT
@@ -45,8 +66,11 @@ cx 'mkdir -p /root/pkg && cp /tmp/elector.deb /root/pkg/elector.deb && cd /root/
   || die "apt-get install failed"
 cx 'getent passwd elector >/dev/null' || die "no elector user after install"
 cx 'test "$(stat -c %U:%a /var/lib/elector)" = elector:750' || die "/var/lib/elector not elector-owned 0750"
+cx 'grep -q "Upgrades never restart a running elector" /tmp/apt.log' || die "the install does not state the upgrade policy"
 for f in /usr/bin/elector /lib/systemd/system/elector.service /lib/systemd/system/elector-watchdog.service \
-         /etc/elector/elector.yaml.example /usr/share/man/man1/elector.1.gz /usr/share/man/man1/elector-run.1.gz; do
+         /etc/elector/elector.yaml.example /usr/share/man/man1/elector.1.gz /usr/share/man/man1/elector-run.1.gz \
+         /usr/share/man/man5/elector.yaml.5.gz /usr/share/doc/elector/config-reference.md \
+         /usr/share/doc/elector/runbooks/ElectorNoPrimary.md; do
   cx "test -e $f" || die "missing after install: $f"
 done
 version="$(cx 'elector --version')"
@@ -73,7 +97,18 @@ cx 'test -s /var/lib/elector/state.json || ls -A /var/lib/elector | grep -q .' |
 # 4. Stop (SIGTERM, as systemctl stop), then purge.
 cx 'pkill -TERM -x elector; for i in $(seq 1 50); do pgrep -x elector >/dev/null || exit 0; sleep 0.2; done; exit 1' \
   || die "the elector did not stop on SIGTERM within 10 s"
-cx 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq elector >/dev/null' || die "apt-get purge failed"
+# An upgrade (the same package again) says it does not restart the elector.
+cx 'cd /root/pkg && dpkg -i ./elector.deb >/tmp/upgrade.log 2>&1 && grep -q "does not restart it" /tmp/upgrade.log' \
+  || die "an upgrade does not state that the running elector is not restarted"
+# Purge keeps the durable vote (and says so); a reinstall resumes from it.
+cx 'DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq elector >/tmp/purge.log 2>&1' || die "apt-get purge failed"
+cx 'grep -q "kept /var/lib/elector" /tmp/purge.log && test -s /var/lib/elector/state.json' \
+  || die "purge dropped the durable vote (or did not say it kept it)"
+cx 'cd /root/pkg && dpkg -i ./elector.deb >/tmp/reinstall.log 2>&1 && grep -q "resumes with its durable epoch" /tmp/reinstall.log' \
+  || die "a reinstall does not pick up the kept vote"
+cx 'test "$(stat -c %U /var/lib/elector/state.json)" = elector' || die "the kept vote is not the new elector user's"
+log "purge kept the vote; the reinstall resumes from it"
+cx 'rm -rf /var/lib/elector && DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq elector >/dev/null' || die "apt-get purge failed"
 left=""
 cx 'getent passwd elector >/dev/null' && left="$left user"
 cx 'getent group elector >/dev/null' && left="$left group"
@@ -83,4 +118,4 @@ for f in /usr/bin/elector /lib/systemd/system/elector.service /lib/systemd/syste
 done
 cx 'dpkg -s elector >/dev/null 2>&1' && left="$left dpkg-status"
 [ -z "$left" ] || die "left after purge:$left"
-log "ok: installed, started (/liveness), stopped, purged with nothing left"
+log "ok: installed, started (/liveness), upgraded, purged keeping the vote, reinstalled, purged with nothing left"

@@ -40,19 +40,25 @@ const QUEUE_DEPTH: usize = 256;
 const OUTPUT_LOG_LIMIT: usize = 4096;
 
 /// The `hooks:` section of the config.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HooksConfig {
+    /// Run when this node becomes the primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_promote: Option<PathBuf>,
+    /// Run when this node stops being the primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_demote: Option<PathBuf>,
+    /// Run when this node follows a (new) primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_follow: Option<PathBuf>,
+    /// Run when writes on this node's data node are fenced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_fence: Option<PathBuf>,
+    /// Run on a fault (a data node unreachable, a failed VIP move, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_fault: Option<PathBuf>,
+    /// A hook still running after this long is killed.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
 }

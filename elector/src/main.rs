@@ -34,8 +34,12 @@ struct Cli {
 enum Command {
     /// Run the sidecar (config: --config, $ELECTOR_CONFIG, /etc/elector/elector.yaml).
     Run {
+        /// The config file (default: $ELECTOR_CONFIG, then /etc/elector/elector.yaml).
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The log's line format; default: the config's `log_format` (text).
+        #[arg(long, value_enum)]
+        log_format: Option<config::LogFormat>,
         /// Start although `state.json` is missing from a data directory that
         /// has been used before (protocol §5.2): the node may then vote a
         /// second time in an epoch it already voted in. Only after making
@@ -46,35 +50,66 @@ enum Command {
     /// The data node's dead-man switch: fence it when the elector on this
     /// host stops answering for longer than the lease (protocol §6.4.1).
     Watchdog {
+        /// The elector's config file (default: $ELECTOR_CONFIG, then
+        /// /etc/elector/elector.yaml): its `listen.api`, data node and lease.
         #[arg(long)]
         config: Option<PathBuf>,
+        /// The log's line format; default: the config's `log_format` (text).
+        #[arg(long, value_enum)]
+        log_format: Option<config::LogFormat>,
     },
     /// Validate config files: exit 1 with one line per problem. Given the
     /// files of a whole cluster, also checks that they agree (fingerprint).
     CheckConfig {
+        /// Config files: one node's, or every node's of a cluster.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
     /// Write a node's config from a compact cluster description (the lab
     /// entrypoint and the Ansible role render through this).
     RenderConfig(Box<config::RenderArgs>),
-    /// Show the cluster as the elector at NODE (HOST:PORT of its API) sees it.
+    /// Show the cluster as the elector at NODE (HOST:PORT of its API) sees it,
+    /// with each reachable peer's own view beside it.
     Status {
+        /// HOST:PORT (or http://HOST:PORT) of an elector's API; default: the
+        /// `listen.api` of this host's config (--config, $ELECTOR_CONFIG, or
+        /// /etc/elector/elector.yaml), over loopback if it listens everywhere.
         #[arg(long)]
-        node: String,
+        node: Option<String>,
+        /// The config whose `listen.api` to ask when --node is not given.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Print the asked node's /status document as JSON (one line per
+        /// round under --watch).
         #[arg(long)]
         json: bool,
+        /// Redraw every --interval-ms until interrupted; into a pipe, one
+        /// report after another under a `---` line, without terminal codes.
         #[arg(long)]
         watch: bool,
+        /// Milliseconds between rounds of --watch (at least 100).
         #[arg(long, default_value_t = 1000)]
         interval_ms: u64,
     },
     /// Planned, zero-loss handover of the primary role to node TO.
     Switchover {
+        /// HOST:PORT of any elector's API; a replica forwards to the primary.
         #[arg(long)]
         node: String,
+        /// The node id that is to become the primary.
+        #[arg(
+            long,
+            required_unless_present = "to_eligible",
+            conflicts_with = "to_eligible"
+        )]
+        to: Option<String>,
+        /// Instead of --to: the peer NODE hears alive and judges eligible,
+        /// furthest ahead (what a Kubernetes preStop wants). With none, says
+        /// so and exits 0 without a switchover.
         #[arg(long)]
-        to: String,
+        to_eligible: bool,
+        /// How long the target may take to catch up before everything rolls
+        /// back (writes stay paused meanwhile; at most 120000).
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
         /// The node's config file: with `auth.mode: shared_key` its key signs
@@ -104,6 +139,7 @@ enum Command {
     /// `just package` ships them in the Debian package.
     #[command(hide = true)]
     Man {
+        /// Directory to write the pages into (created if missing).
         #[arg(long)]
         dir: PathBuf,
     },
@@ -119,7 +155,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Watchdog { config } => match watchdog(config) {
+        Command::Watchdog { config, log_format } => match watchdog(config, log_format) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("elector watchdog: {e:#}");
@@ -128,8 +164,9 @@ fn main() -> ExitCode {
         },
         Command::Run {
             config,
+            log_format,
             reset_state,
-        } => match run(config, reset_state) {
+        } => match run(config, log_format, reset_state) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("elector: {e:#}");
@@ -169,19 +206,45 @@ fn main() -> ExitCode {
         },
         Command::Status {
             node,
+            config,
             json,
             watch,
             interval_ms,
         } => {
+            let node = match node {
+                Some(node) => node,
+                None => match local_api(config.as_deref()) {
+                    Ok(node) => node,
+                    Err(e) => {
+                        eprintln!("elector status: no --node, and {e:#}");
+                        return ExitCode::from(2);
+                    }
+                },
+            };
             let every = watch.then(|| Duration::from_millis(interval_ms.max(100)));
             report(cli::status_command(&node, json, every))
         }
         Command::Switchover {
             node,
             to,
+            to_eligible,
             timeout_ms,
             config,
         } => {
+            let to = match (to, to_eligible) {
+                (Some(to), _) => to,
+                (None, _) => match cli::fetch_status(&node).map(|(s, _)| cli::pick_eligible(&s)) {
+                    Ok(Some(to)) => to,
+                    Ok(None) => {
+                        println!("no eligible peer is alive: no switchover");
+                        return ExitCode::SUCCESS;
+                    }
+                    Err(e) => {
+                        eprintln!("elector: {e}");
+                        return ExitCode::FAILURE;
+                    }
+                },
+            };
             let key = match config.map(|path| switchover_key(&path)).transpose() {
                 Ok(key) => key.flatten(),
                 Err(e) => {
@@ -213,6 +276,69 @@ fn main() -> ExitCode {
     }
 }
 
+/// The API of the elector configured on this host, for `status` without
+/// `--node`.
+fn local_api(config_path: Option<&std::path::Path>) -> anyhow::Result<String> {
+    let path = config::locate(config_path)?;
+    let loaded = config::load(&path)?;
+    Ok(cli::local_api(&loaded.config.listen.api))
+}
+
+/// `check-config`'s look at `data_dir`, without side effects that outlive
+/// it: an existing directory must take a durable write (a probe file,
+/// written, fsynced and removed, as `elector run` does at start); a missing
+/// one is *not* created (a check that leaves a root-owned directory behind
+/// breaks the service that runs as `elector`), only its nearest existing
+/// parent is checked to take a new entry.
+fn check_data_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        return Ok(elector::persist::probe_data_dir(dir)?);
+    }
+    let parent = dir
+        .ancestors()
+        .skip(1)
+        .find(|a| a.exists())
+        .unwrap_or(std::path::Path::new("/"));
+    let probe = parent.join(format!(".elector-check-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|_| std::fs::remove_file(&probe))
+        .with_context(|| {
+            format!(
+                "data_dir {} does not exist and {} takes no new entry",
+                dir.display(),
+                parent.display()
+            )
+        })?;
+    println!(
+        "note: data_dir {} does not exist; `elector run` creates it (check-config does not)",
+        dir.display()
+    );
+    Ok(())
+}
+
+/// The packaged unit lets the elector write only to /var/lib/elector
+/// (`ProtectSystem=strict`, `StateDirectory=elector`): a `data_dir`
+/// elsewhere passes every other check and then fails at start with
+/// "Permission denied". Said when the packaged unit is installed.
+fn sandbox_warning(dir: &std::path::Path) -> Option<String> {
+    const UNITS: [&str; 2] = [
+        "/lib/systemd/system/elector.service",
+        "/usr/lib/systemd/system/elector.service",
+    ];
+    let packaged = UNITS.iter().any(|u| std::path::Path::new(u).exists());
+    (packaged && !dir.starts_with("/var/lib/elector")).then(|| {
+        format!(
+            "data_dir {} is outside /var/lib/elector, the only place the packaged elector.service may write; \
+             add `ReadWritePaths={}` in a drop-in (systemctl edit elector) or move it",
+            dir.display(),
+            dir.display()
+        )
+    })
+}
+
 /// One file of `check-config`: its verdict printed, the config if usable.
 fn check_config(file: &std::path::Path) -> Option<config::Config> {
     let loaded = match config::load(file) {
@@ -222,9 +348,12 @@ fn check_config(file: &std::path::Path) -> Option<config::Config> {
             return None;
         }
     };
-    if let Err(e) = elector::persist::probe_data_dir(&loaded.config.data_dir) {
-        eprintln!("{}: {e}", file.display());
+    if let Err(e) = check_data_dir(&loaded.config.data_dir) {
+        eprintln!("{}: {e:#}", file.display());
         return None;
+    }
+    if let Some(w) = sandbox_warning(&loaded.config.data_dir) {
+        eprintln!("warning: {w}");
     }
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
@@ -272,19 +401,30 @@ fn report<E: std::fmt::Display>(r: Result<(), E>) -> ExitCode {
 }
 
 /// One page per visible subcommand plus `elector.1`; the hidden `man`
-/// subcommand itself gets no page.
+/// subcommand itself gets no page. And `elector.yaml.5`, the config
+/// reference.
 fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let cmd = Cli::command().version(VERSION);
     clap_mangen::generate_to(cmd, dir)
         .with_context(|| format!("writing man pages to {}", dir.display()))?;
+    // The config file's keys, generated from the config types.
+    let page = dir.join("elector.yaml.5");
+    std::fs::write(
+        &page,
+        config::reference::man_page(env!("CARGO_PKG_VERSION")),
+    )
+    .with_context(|| format!("writing {}", page.display()))?;
     Ok(())
 }
 
-fn watchdog(config_path: Option<PathBuf>) -> anyhow::Result<()> {
-    init_logs();
+fn watchdog(
+    config_path: Option<PathBuf>,
+    log_format: Option<config::LogFormat>,
+) -> anyhow::Result<()> {
     let path = config::locate(config_path.as_deref())?;
     let loaded = config::load(&path)?;
+    init_logs(log_format.unwrap_or(loaded.config.log_format));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -293,22 +433,35 @@ fn watchdog(config_path: Option<PathBuf>) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn init_logs() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("ELECTOR_LOG")
-                .unwrap_or_else(|_| "info".into()),
-        )
-        .with_target(false)
+/// The log: `text` or `json` lines on stdout, filtered by `$ELECTOR_LOG`
+/// (default `info`). Under systemd (`$JOURNAL_STREAM` set) text lines carry
+/// no timestamp of their own: the journal stamps every line, and two
+/// timestamps per line was what an operator saw before.
+fn init_logs(format: config::LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ELECTOR_LOG")
+        .unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_target(false);
+    let journald = std::env::var_os("JOURNAL_STREAM").is_some();
+    match format {
+        config::LogFormat::Json => builder.json().init(),
+        config::LogFormat::Text if journald => builder.with_ansi(false).without_time().init(),
         // Plain text when logs go to a file or a container log.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+        config::LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .init(),
+    }
 }
 
-fn run(config_path: Option<PathBuf>, reset_state: bool) -> anyhow::Result<()> {
-    init_logs();
+fn run(
+    config_path: Option<PathBuf>,
+    log_format: Option<config::LogFormat>,
+    reset_state: bool,
+) -> anyhow::Result<()> {
     let path = config::locate(config_path.as_deref())?;
     let loaded = config::load(&path)?;
+    init_logs(log_format.unwrap_or(loaded.config.log_format));
     for w in &loaded.warnings {
         tracing::warn!(warning = %w, "config");
     }
@@ -336,4 +489,36 @@ fn run(config_path: Option<PathBuf>, reset_state: bool) -> anyhow::Result<()> {
 fn switchover_key(path: &std::path::Path) -> anyhow::Result<Option<elector::net::auth::Secret>> {
     let loaded = config::load(path).with_context(|| format!("reading {}", path.display()))?;
     Ok(loaded.config.auth.load_key()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option and positional argument of every subcommand (the
+    /// hidden `man` included), without help text.
+    fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_about().is_none() && sub.get_long_about().is_none() {
+                out.push(format!("{path} {} (the subcommand)", sub.get_name()));
+            }
+            undocumented(sub, &format!("{path} {}", sub.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_cli_option_and_subcommand_has_help_text() {
+        let mut missing = Vec::new();
+        undocumented(&Cli::command(), "elector", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
 }

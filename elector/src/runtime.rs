@@ -76,7 +76,14 @@ pub async fn run(
         // else but no state.json is refused at the next start (§5.2).
         state_file.store(&recovered)?;
     }
-    tracing::info!(node = %config.node_id, ?recovered, "starting");
+    tracing::info!(
+        node = %config.node_id,
+        epoch = recovered.epoch,
+        voted_epoch = recovered.voted_epoch,
+        voted_for = %recovered.voted_for.as_deref().unwrap_or("none"),
+        data_epoch = recovered.data_epoch,
+        "starting"
+    );
     let metrics = Arc::new(Metrics::new());
     metrics.set_limits(api::metrics::Limits {
         fence_budget: Duration::from_millis(config.timings.fence_margin_ms()),
@@ -142,7 +149,11 @@ pub async fn run(
             let gate = match (gate_listener, config.gate_forward()) {
                 (Some(listener), Some(forward)) => {
                     let (gate_tx, gate_rx) = watch::channel(None);
-                    tracing::info!(listen = ?listener.local_addr().ok(), %forward,
+                    let listen = listener
+                        .local_addr()
+                        .map(|a| a.to_string())
+                        .unwrap_or_default();
+                    tracing::info!(%listen, %forward,
                         "replication gate: replicas reach the data node only through it (protocol §6.10)");
                     tokio::spawn(datanode::gate::serve(
                         listener,
@@ -601,7 +612,8 @@ impl Shell {
                 primary,
                 reason,
             } => {
-                tracing::info!(from = %from, to = %to, epoch, primary = ?primary, reason = %reason, "role changed");
+                // One log line per transition: the core logs it ("role
+                // change", core/role.rs) with from, to, epoch and reason.
                 self.metrics.transition(reason.as_str());
                 self.book.transition(from, to, epoch, reason, now);
                 match (from, to) {
@@ -639,7 +651,10 @@ impl Shell {
                 self.metrics.election_started();
             }
             Notice::SwitchoverFinished { to, result } => {
-                tracing::info!(%to, ?result, "switchover finished");
+                match &result {
+                    Ok(epoch) => tracing::info!(%to, epoch, "switchover finished"),
+                    Err(why) => tracing::warn!(%to, error = %why, "switchover failed"),
+                }
                 let Some(p) = self.pending_switchover.take() else {
                     return;
                 };
@@ -689,7 +704,15 @@ impl Shell {
                 let what = format!(
                     "data loss accepted by an operator: {candidate} stands in epoch {epoch} at {position:?}, below a floor of {floor:?}; writes it lacks are lost"
                 );
-                tracing::warn!(epoch, %candidate, ?position, ?floor, "data loss accepted by an operator");
+                tracing::warn!(
+                    epoch,
+                    %candidate,
+                    position_epoch = position.0,
+                    position_offset = position.1,
+                    floor_epoch = floor.0,
+                    floor_offset = floor.1,
+                    "data loss accepted by an operator"
+                );
                 self.metrics.data_loss_accepted();
                 self.fault_hook(core, what);
             }

@@ -41,9 +41,32 @@ fn check_config_fails_on_a_data_dir_that_cannot_be_created_naming_the_path_and_t
 }
 
 #[test]
-fn check_config_creates_a_missing_data_dir_and_leaves_it_empty() {
+fn check_config_does_not_create_a_missing_data_dir_and_says_run_will() {
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path().join("new/state");
+    let (ok, stderr) = check_with_data_dir(&dir, scratch.path());
+    assert!(ok, "{stderr}");
+    assert!(!dir.exists(), "check-config created {}", dir.display());
+    assert!(
+        !scratch.path().join("new").exists(),
+        "check-config created a parent"
+    );
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("n1.yaml")],
+        "probe left behind"
+    );
+}
+
+#[test]
+fn check_config_probes_an_existing_data_dir_and_leaves_it_empty() {
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("state");
+    std::fs::create_dir(&dir).unwrap();
     let (ok, stderr) = check_with_data_dir(&dir, scratch.path());
     assert!(ok, "{stderr}");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);

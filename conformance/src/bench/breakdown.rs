@@ -8,7 +8,8 @@
 //! fault on a node that survived it:
 //! - `election started`: the primary's silence noticed (`down_after`) plus
 //!   the candidate's backoff;
-//! - `role changed ... to=primary`: the election won;
+//! - `role change ... to=primary` (the core's one line per transition; older
+//!   electors also logged `role changed`): the election won;
 //! - `data node updated target=Primary`: the promotion applied (`REPLICAOF
 //!   NO ONE` answered);
 //! - `data node updated target=Follow`: a replica's retarget applied (its
@@ -95,7 +96,7 @@ pub fn phases(r: &RunResult, h: &History, logs: &BTreeMap<String, String>) -> Op
             .filter_map(|(_, log)| first_after(log, at, needles))
             .min()
     };
-    let elected_needles = ["role changed", "to=primary"];
+    let elected_needles = ["role change", "to=primary"];
     let new_primary = survivors
         .iter()
         .filter_map(|(n, log)| Some((first_after(log, at, &elected_needles)?, *n)))

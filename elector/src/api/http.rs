@@ -210,7 +210,13 @@ fn current(state: &ApiState) -> StatusSnapshot {
     snap
 }
 
-async fn healthz(State(state): State<ApiState>) -> Response {
+async fn healthz(State(state): State<ApiState>, headers: axum::http::HeaderMap) -> Response {
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    if agent.is_some_and(super::metrics::is_watchdog_agent) {
+        state.metrics.watchdog_probed(unix_ms_now());
+    }
     match state.loop_beat.stalled_for() {
         None => match state.loop_beat.writable_for() {
             Some(left) => (

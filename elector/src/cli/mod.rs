@@ -17,7 +17,6 @@ mod report;
 mod switchover;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::time::Duration;
 
 use thiserror::Error;
@@ -26,7 +25,7 @@ use crate::api::status::StatusSnapshot;
 
 pub use self::accept_data_loss::accept_data_loss_command;
 pub(crate) use self::report::{format_age, render_report};
-pub use self::switchover::{switchover, switchover_command};
+pub use self::switchover::{pick_eligible, switchover, switchover_command};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const READ_TIMEOUT: Duration = Duration::from_secs(3);
@@ -84,15 +83,34 @@ fn get_text(node: &str, path: &str) -> Result<String, CliError> {
             code,
             body: r.into_string().unwrap_or_default().trim().to_string(),
         }),
-        Err(e) => Err(CliError::Transport {
+        Err(ureq::Error::Transport(t)) => Err(CliError::Transport {
             url,
-            message: e.to_string(),
+            message: transport_message(&t),
         }),
     }
 }
 
+/// What went wrong on the wire, without the URL: ureq's own `Display` of a
+/// transport error starts with the URL, which [`CliError::Transport`]
+/// already names, so printing both said it twice.
+fn transport_message(t: &ureq::Transport) -> String {
+    match t.message() {
+        Some(m) => format!("{}: {m}", t.kind()),
+        None => t.kind().to_string(),
+    }
+}
+
+/// The API address of the elector configured on this host: the config's
+/// `listen.api`, reached over loopback when it listens on every address
+/// (the same rule the watchdog uses to find it).
+pub fn local_api(api_listen: &str) -> String {
+    crate::watchdog::health_url(api_listen)
+        .trim_end_matches("/healthz")
+        .to_string()
+}
+
 /// Fetches and parses one node's `/status`, also returning the raw body.
-pub(crate) fn fetch_status(node: &str) -> Result<(StatusSnapshot, String), CliError> {
+pub fn fetch_status(node: &str) -> Result<(StatusSnapshot, String), CliError> {
     let body = get_text(node, "/status")?;
     let snap = serde_json::from_str(&body).map_err(|source| CliError::Json {
         url: url(node, "/status"),
@@ -138,9 +156,26 @@ fn now_unix_ms() -> u64 {
 /// `elector status --node HOST:PORT [--json] [--watch --interval-ms N]`.
 /// With `watch`, redraws every interval until interrupted (Ctrl-C); a node
 /// that stops answering is shown as an error line, not a crash, since that is
-/// exactly when an operator is watching.
+/// exactly when an operator is watching. Only a terminal gets the
+/// clear-screen codes; a pipe or file gets one report after another, each
+/// under a `---` line.
 pub fn status_command(node: &str, json: bool, watch: Option<Duration>) -> Result<(), CliError> {
-    let mut stdout = std::io::stdout();
+    use std::io::IsTerminal as _;
+    let stdout = std::io::stdout();
+    let terminal = stdout.is_terminal();
+    status_loop(&mut stdout.lock(), terminal, node, json, watch, None)
+}
+
+/// The body of [`status_command`], writing to `out`; `rounds` bounds a
+/// `--watch` loop (tests), `None` runs until interrupted.
+pub(crate) fn status_loop(
+    stdout: &mut dyn std::io::Write,
+    terminal: bool,
+    node: &str,
+    json: bool,
+    watch: Option<Duration>,
+    mut rounds: Option<u32>,
+) -> Result<(), CliError> {
     loop {
         if json {
             // JSON: the asked node's document as served. Under --watch one
@@ -168,17 +203,27 @@ pub fn status_command(node: &str, json: bool, watch: Option<Duration>) -> Result
                 Err(e) => return Err(e),
             };
             if let Some(every) = watch {
-                // Clear the screen and home the cursor, then redraw.
-                write!(
-                    stdout,
-                    "\x1b[2J\x1b[H{text}\n(every {}, Ctrl-C to stop)\n",
-                    format_age(every.as_millis() as u64)
-                )?;
+                if terminal {
+                    // Clear the screen and home the cursor, then redraw.
+                    write!(
+                        stdout,
+                        "\x1b[2J\x1b[H{text}\n(every {}, Ctrl-C to stop)\n",
+                        format_age(every.as_millis() as u64)
+                    )?;
+                } else {
+                    write!(stdout, "--- unix ms {}\n{text}", now_unix_ms())?;
+                }
             } else {
                 write!(stdout, "{text}")?;
             }
         }
         stdout.flush()?;
+        if let Some(left) = rounds.as_mut() {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                return Ok(());
+            }
+        }
         match watch {
             Some(every) => std::thread::sleep(every),
             None => return Ok(()),

@@ -1,15 +1,24 @@
 //! The `elector status` table and the findings printed under it.
+//!
+//! Each row is a node's own view when its API answered, else the asked
+//! node's memory of it. Views taken at different epochs are not comparable:
+//! right after a failover the survivors still remember the dead node as the
+//! primary of the epoch before. So a row whose view is older than the newest
+//! epoch any node reports never says `primary`: it says `stale` (a node's
+//! own, outdated view) or `unknown` (what another node last heard), and a
+//! note says what it was. Problems (`! `) come first; what is merely worth
+//! knowing, such as a switchover that already finished, follows as `- `.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::ClusterReport;
-use crate::api::status::{Role, StatusSnapshot};
+use crate::api::status::{Role, StatusSnapshot, SwitchoverPhase};
 
 /// The table and the findings under it. Pure, so tests can pin the layout.
 pub(crate) fn render_report(r: &ClusterReport, now_unix_ms: u64) -> String {
     let o = &r.origin;
-    let (rows, selves, notes) = table(r, now_unix_ms);
+    let (rows, selves, mut notes) = table(r, now_unix_ms);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -23,13 +32,32 @@ pub(crate) fn render_report(r: &ClusterReport, now_unix_ms: u64) -> String {
     );
     write_columns(&mut out, &rows);
     let mut findings = cluster_findings(o, &selves);
+    let mut info = Vec::new();
     for s in &selves {
-        findings.extend(node_findings(s));
+        let (problems, notes_of) = node_findings(s);
+        findings.extend(problems);
+        info.extend(notes_of);
     }
-    for f in findings.iter().chain(notes.iter()) {
+    findings.append(&mut notes);
+    for f in &findings {
         let _ = writeln!(out, "! {f}");
     }
+    for i in &info {
+        let _ = writeln!(out, "- {i}");
+    }
     out
+}
+
+/// The newest epoch any view in the report carries: a node's own, or what
+/// the asked node heard from a peer.
+fn newest_epoch(r: &ClusterReport) -> u64 {
+    let own = std::iter::once(r.origin.epoch).chain(
+        r.views
+            .values()
+            .filter_map(|v| v.as_ref().ok().map(|s| s.epoch)),
+    );
+    let heard = r.origin.peers.iter().filter_map(|p| p.epoch);
+    own.chain(heard).max().unwrap_or(0)
 }
 
 /// One row per node: the asked node's, then each peer's own view where its
@@ -53,7 +81,8 @@ fn table(
     ]];
     let mut notes: Vec<String> = Vec::new();
     let mut selves: Vec<&StatusSnapshot> = vec![o];
-    rows.push(row_from_self(o, "(asked)", now_unix_ms));
+    let newest = newest_epoch(r);
+    rows.push(row_from_self(o, "(asked)", newest, now_unix_ms));
     for p in &o.peers {
         let alive = if p.alive {
             format!("yes {}", p.last_seen_ms.map(format_age).unwrap_or_default())
@@ -67,7 +96,7 @@ fn table(
         };
         match r.views.get(&p.id) {
             Some(Ok(own)) => {
-                rows.push(row_from_self(own, &alive, now_unix_ms));
+                rows.push(row_from_self(own, &alive, newest, now_unix_ms));
                 selves.push(own);
             }
             other => {
@@ -82,9 +111,24 @@ fn table(
                     ),
                 };
                 notes.push(why);
+                // What another node last heard is only as current as its
+                // epoch, and says nothing once the peer is silent.
+                let outdated = p.epoch.is_some_and(|e| e < newest) || !p.alive;
+                let role = match p.role {
+                    Some(Role::Primary) if outdated => {
+                        notes.push(format!(
+                            "{}: last heard as primary at epoch {} by {}; the cluster has reached epoch {newest}",
+                            p.id,
+                            opt(p.epoch),
+                            o.node_id
+                        ));
+                        "unknown".to_string()
+                    }
+                    role => opt(role),
+                };
                 rows.push(vec![
                     p.id.clone(),
-                    opt(p.role),
+                    role,
                     opt(p.epoch),
                     "?".into(),
                     "?".into(),
@@ -178,8 +222,11 @@ fn cluster_findings(o: &StatusSnapshot, selves: &[&StatusSnapshot]) -> Vec<Strin
 }
 
 /// What one node says about itself: its data node, a switchover, rejections.
-fn node_findings(s: &StatusSnapshot) -> Vec<String> {
+/// Returns (problems now, notes): a VIP held without trouble or a
+/// switchover that already finished is a note, not a problem.
+fn node_findings(s: &StatusSnapshot) -> (Vec<String>, Vec<String>) {
     let mut findings: Vec<String> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     if !s.data_node.reachable {
         findings.push(format!(
             "{}: data node {} unreachable",
@@ -199,22 +246,33 @@ fn node_findings(s: &StatusSnapshot) -> Vec<String> {
         }
         if let Some(e) = &vip.last_error {
             let _ = write!(line, "; last move failed ({} failures): {e}", vip.failures);
+            findings.push(line);
+        } else {
+            notes.push(line);
         }
-        findings.push(line);
     }
     if let Some(sw) = &s.switchover {
-        let mut line = format!("{}: switchover to {} {:?}", s.node_id, sw.to, sw.phase)
-            .replace("CatchingUp", "catching up")
-            .replace("HandingOver", "handing over")
-            .replace("Completed", "completed")
-            .replace("RolledBack", "rolled back");
+        let (phase, running) = match sw.phase {
+            SwitchoverPhase::CatchingUp => ("catching up", true),
+            SwitchoverPhase::HandingOver => ("handing over", true),
+            SwitchoverPhase::Completed => ("completed", false),
+            SwitchoverPhase::RolledBack => ("rolled back", false),
+        };
+        let mut line = format!("{}: switchover to {} {phase}", s.node_id, sw.to);
+        if !running {
+            let _ = write!(line, " (started unix ms {})", sw.started_at_unix_ms);
+        }
         if let Some(p) = sw.write_pause_ms {
             let _ = write!(line, ", writes paused {p} ms");
         }
         if let Some(e) = &sw.error {
             let _ = write!(line, ": {e}");
         }
-        findings.push(line);
+        if running {
+            findings.push(line);
+        } else {
+            notes.push(line);
+        }
     }
     let rejected: Vec<String> = s
         .rejected
@@ -229,7 +287,7 @@ fn node_findings(s: &StatusSnapshot) -> Vec<String> {
             rejected.join(" ")
         ));
     }
-    findings
+    (findings, notes)
 }
 
 /// `1.2s`, `45s`, `3m05s`, `2h10m`, `4d03h`.
@@ -271,10 +329,17 @@ fn last_transition(s: &StatusSnapshot, now_unix_ms: u64) -> String {
     }
 }
 
-fn row_from_self(s: &StatusSnapshot, alive: &str, now_unix_ms: u64) -> Vec<String> {
+/// A node's own view. One taken at an epoch older than `newest` does not
+/// get to say `primary`: another node has been elected since.
+fn row_from_self(s: &StatusSnapshot, alive: &str, newest: u64, now_unix_ms: u64) -> Vec<String> {
+    let role = if s.role == Role::Primary && s.epoch < newest {
+        "stale".to_string()
+    } else {
+        s.role.to_string()
+    };
     vec![
         s.node_id.clone(),
-        s.role.to_string(),
+        role,
         s.epoch.to_string(),
         opt(s.primary.clone()),
         yes_no(s.fenced),

@@ -65,6 +65,25 @@ pub fn switchover(
     })
 }
 
+/// The peer a switchover should go to when the operator names none (a
+/// Kubernetes preStop, a maintenance script): one the asked node hears
+/// alive and judges eligible (§6.5: a data member with priority, its data
+/// node up, not too far behind), the furthest ahead, ties to the lowest id.
+/// `None` when no peer qualifies: then a switchover would only be refused.
+pub fn pick_eligible(status: &crate::api::status::StatusSnapshot) -> Option<String> {
+    status
+        .peers
+        .iter()
+        .filter(|p| p.alive && p.eligible == Some(true))
+        .max_by(|a, b| {
+            a.offset
+                .unwrap_or(0)
+                .cmp(&b.offset.unwrap_or(0))
+                .then_with(|| b.id.cmp(&a.id))
+        })
+        .map(|p| p.id.clone())
+}
+
 /// `elector switchover --node HOST:PORT --to ID [--timeout-ms N]`: prints the
 /// outcome document (new epoch, measured write pause, ...).
 pub fn switchover_command(

@@ -225,3 +225,167 @@ async fn the_cli_reads_real_apis_and_switchover_is_redirected_to_the_primary() {
     assert_eq!(outcome["new_primary"], "n2");
     assert_eq!(outcome["epoch"], 4);
 }
+
+/// Right after a failover: n2 won epoch 4, n1 (primary of epoch 3) is dead
+/// and its API does not answer, so its row is n2's memory of it.
+fn after_failover() -> ClusterReport {
+    let mut n2 = node("n2", Role::Primary, 4, Some("n2"));
+    let mut dead = peer("n1", false, Some("n1:9300"));
+    dead.role = Some(Role::Primary);
+    dead.epoch = Some(3);
+    let mut n3 = peer("n3", true, Some("n3:9300"));
+    n3.epoch = Some(4);
+    n2.peers = vec![dead, n3];
+    let mut n3_own = node("n3", Role::Replica, 4, Some("n2"));
+    n3_own.peers = vec![];
+    ClusterReport {
+        asked: "n2:9300".into(),
+        origin: n2,
+        views: [
+            (
+                "n1".to_string(),
+                Err("n1:9300/status: connection refused".into()),
+            ),
+            ("n3".to_string(), Ok(n3_own)),
+        ]
+        .into_iter()
+        .collect(),
+    }
+}
+
+fn role_column(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .skip(2)
+        .take_while(|l| !l.starts_with("! ") && !l.starts_with("- "))
+        .map(|l| {
+            let mut cells = l.split_whitespace();
+            (
+                cells.next().unwrap().to_string(),
+                cells.next().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn after_a_failover_the_dead_old_primary_is_not_shown_as_a_second_primary() {
+    let text = render_report(&after_failover(), NOW);
+    let roles = role_column(&text);
+    let primaries: Vec<&String> = roles
+        .iter()
+        .filter(|(_, r)| r == "primary")
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(primaries, vec!["n2"], "\n{text}");
+    assert!(roles.contains(&("n1".into(), "unknown".into())), "\n{text}");
+    assert!(
+        text.contains(
+            "! n1: last heard as primary at epoch 3 by n2; the cluster has reached epoch 4"
+        ),
+        "\n{text}"
+    );
+}
+
+#[test]
+fn a_nodes_own_view_from_an_older_epoch_says_stale_not_primary() {
+    let mut r = after_failover();
+    let mut old = node("n1", Role::Primary, 3, Some("n1"));
+    old.fenced = true;
+    r.views.insert("n1".into(), Ok(old));
+    let text = render_report(&r, NOW);
+    let roles = role_column(&text);
+    assert!(roles.contains(&("n1".into(), "stale".into())), "\n{text}");
+    assert_eq!(
+        roles.iter().filter(|(_, r)| r == "primary").count(),
+        1,
+        "\n{text}"
+    );
+    assert!(
+        text.contains("! n1 is at epoch 3 (cluster has reached 4)"),
+        "\n{text}"
+    );
+}
+
+#[test]
+fn a_finished_switchover_is_a_note_after_the_problems_not_a_problem() {
+    let mut r = healthy();
+    r.origin.switchover = Some(SwitchoverState {
+        to: "n2".into(),
+        phase: SwitchoverPhase::Completed,
+        started_at_unix_ms: NOW - 60_000,
+        deadline_unix_ms: NOW - 50_000,
+        primary_offset: Some(1234),
+        target_offset: Some(1234),
+        write_pause_ms: Some(42),
+        error: None,
+    });
+    let text = render_report(&r, NOW);
+    assert!(!text.contains("! n1: switchover"), "\n{text}");
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with("- n1: switchover to n2 completed")
+            && last.contains("writes paused 42 ms"),
+        "\n{text}"
+    );
+}
+
+#[test]
+fn watching_into_a_pipe_writes_no_terminal_codes_and_names_the_url_once() {
+    // Port 1 on loopback: nothing listens, the connect is refused at once.
+    let mut out: Vec<u8> = Vec::new();
+    status_loop(
+        &mut out,
+        false,
+        "127.0.0.1:1",
+        false,
+        Some(Duration::from_millis(10)),
+        Some(2),
+    )
+    .expect("a refused node is shown, not an error, under --watch");
+    let text = String::from_utf8(out).unwrap();
+    assert!(!text.contains('\x1b'), "{text:?}");
+    assert_eq!(text.matches("--- unix ms ").count(), 2, "{text}");
+    for line in text.lines().filter(|l| l.starts_with("! ")) {
+        assert_eq!(line.matches("127.0.0.1:1").count(), 1, "{line}");
+    }
+    let mut tty: Vec<u8> = Vec::new();
+    status_loop(
+        &mut tty,
+        true,
+        "127.0.0.1:1",
+        false,
+        Some(Duration::from_millis(10)),
+        Some(1),
+    )
+    .expect("watch");
+    assert!(String::from_utf8(tty).unwrap().starts_with("\x1b[2J\x1b[H"));
+}
+
+#[test]
+fn the_local_api_is_reached_over_loopback_when_it_listens_everywhere() {
+    assert_eq!(local_api("0.0.0.0:9300"), "http://127.0.0.1:9300");
+    assert_eq!(local_api("[::]:9301"), "http://127.0.0.1:9301");
+    assert_eq!(local_api("10.0.0.5:9302"), "http://10.0.0.5:9302");
+}
+
+#[test]
+fn the_eligible_peer_picked_for_a_switchover_is_alive_eligible_and_furthest_ahead() {
+    let mut s = node("n1", Role::Primary, 3, Some("n1"));
+    let mut behind = peer("n2", true, None);
+    behind.offset = Some(100);
+    let mut ahead = peer("n3", true, None);
+    ahead.offset = Some(200);
+    let mut dead = peer("n4", false, None);
+    dead.offset = Some(900);
+    let mut ineligible = peer("n5", true, None);
+    ineligible.offset = Some(950);
+    ineligible.eligible = Some(false);
+    s.peers = vec![behind, ahead, dead, ineligible];
+    assert_eq!(pick_eligible(&s).as_deref(), Some("n3"));
+    s.peers.retain(|p| p.id != "n2" && p.id != "n3");
+    assert_eq!(
+        pick_eligible(&s),
+        None,
+        "only dead or ineligible peers left"
+    );
+}

@@ -14,6 +14,7 @@ use thiserror::Error;
 mod check;
 mod prescan;
 pub use check::check_cluster;
+pub mod reference;
 mod render;
 pub use prescan::{prescan, PrescanError, MAX_BYTES};
 pub use render::{BackendArg, RenderArgs, RenderError};
@@ -22,27 +23,47 @@ pub use render::{BackendArg, RenderArgs, RenderError};
 pub const ENV_VAR: &str = "ELECTOR_CONFIG";
 pub const DEFAULT_PATH: &str = "/etc/elector/elector.yaml";
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// One node's configuration file (`/etc/elector/elector.yaml`). Unknown keys
+/// are refused, with their line and column.
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// This node's id: at most 32 ASCII bytes, unique in the cluster, and
+    /// listed in `peers`.
     pub node_id: String,
+    /// The name Sentinel-aware clients ask for (`SENTINEL
+    /// get-master-addr-by-name`).
     #[serde(default = "default_cluster_name")]
     pub cluster_name: String,
+    /// Where this elector listens.
     pub listen: Listen,
+    /// The durable epoch and vote (`state.json`, protocol §5.2), written
+    /// with fsync before any vote leaves. The packaged unit may write only
+    /// under /var/lib/elector.
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
+    /// Election priority: 0 never stands; sent in heartbeats and used by
+    /// `preempt`.
     #[serde(default = "default_priority")]
     pub priority: u32,
+    /// A replica further behind its primary than this is not electable, in
+    /// the data node's offset unit: bytes on Redis, replicated commands on
+    /// kevy 7.0.0.
     #[serde(default = "default_max_lag")]
     pub max_lag_bytes: u64,
     /// This node's data node; absent on a witness (protocol §4.5).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_node: Option<DataNodeConfig>,
+    /// Every member of the cluster, this node included; the same list on
+    /// every node (part of the fingerprint, protocol §3.7).
     pub peers: Vec<PeerConfig>,
+    /// Heartbeat, detection and election timings; the same on every node.
     #[serde(default)]
     pub timings: TimingsConfig,
+    /// Authentication of election messages and of API writes.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// Scripts run on transitions, with the event in their environment.
     #[serde(default)]
     pub hooks: HooksConfig,
     /// Priority preemption (protocol §8.1); off by default.
@@ -55,22 +76,66 @@ pub struct Config {
     /// built with the `test-faults` feature (`elector-faulty`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unsafe_test_faults: Vec<String>,
+    /// How `elector run` and `elector watchdog` write their log: `text`
+    /// (default) or `json` (one object per line, for a log shipper).
+    /// `--log-format` on the command line wins.
+    #[serde(default, skip_serializing_if = "LogFormat::is_text")]
+    #[schemars(extend("default" = "text"))]
+    pub log_format: LogFormat,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+/// The log's line format (`log_format`, `--log-format`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Deserialize,
+    Serialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable `key=value` lines.
+    #[default]
+    Text,
+    /// One JSON object per line: `timestamp`, `level`, `fields.message`
+    /// and every field as a JSON value.
+    Json,
+}
+
+impl LogFormat {
+    fn is_text(&self) -> bool {
+        *self == LogFormat::Text
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Listen {
+    /// The election transport (TCP, RESP2 frames): `IP:PORT`, or `:PORT`
+    /// for every interface (dual-stack).
     pub election: String,
+    /// The HTTP API (`/status`, health checks, `/metrics`, `/switchover`);
+    /// loopback by default. `:PORT` = every interface, `IP:PORT` = exactly that.
     #[serde(default = "default_api")]
     pub api: String,
+    /// An optional Sentinel-compatible RESP listener for Sentinel-aware
+    /// clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentinel: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+/// The data node's software.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum DataNodeKind {
+    /// kevy 7.0.0.
     Kevy,
+    /// Redis 7.
     Redis,
 }
 
@@ -83,11 +148,15 @@ impl DataNodeKind {
     }
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DataNodeConfig {
+    /// `kevy` or `redis`.
     pub kind: DataNodeKind,
+    /// How this elector reaches its own data node (its client port).
     pub address: String,
+    /// Replicas dial a member's replication gate at its client port + this
+    /// (both backends; protocol §6.10).
     #[serde(default = "default_repl_offset")]
     pub replication_port_offset: u16,
     /// A Redis ACL user (`AUTH username password`); unset: `AUTH password`
@@ -135,14 +204,18 @@ pub struct DataNodeConfig {
     pub local_replication_port_offset: u16,
 }
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeerConfig {
+    /// The member's `node_id`.
     pub id: String,
+    /// Its election transport address, as this node dials it.
     pub election: String,
     /// Its data node's client address; absent on a witness.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<String>,
+    /// Its HTTP API, for `elector status` (each peer's own view) and for
+    /// forwarding a switchover to the primary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     /// Its elector's Sentinel-compatible listener as clients reach it. The
@@ -160,10 +233,13 @@ pub struct PeerConfig {
 
 /// `preempt: { enabled, delay_ms }` (protocol §8.1). Set it alike on every
 /// node: the primary's own setting decides whether it hands over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PreemptConfig {
+    /// The primary hands over (a planned switchover) to a higher-priority
+    /// member once it has been ready for `delay_ms`.
     pub enabled: bool,
+    /// How long the higher-priority member must be ready without a break.
     pub delay_ms: u64,
 }
 
@@ -183,14 +259,21 @@ impl Default for PreemptConfig {
     }
 }
 
-#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TimingsConfig {
+    /// Heartbeat interval.
     pub hb_interval_ms: u64,
+    /// A member not heard for this long is down; a primary that has not
+    /// heard a quorum for this long fences (its lease).
     pub down_after_ms: u64,
+    /// How long a candidate waits for votes.
     pub election_timeout_ms: u64,
+    /// The shortest random wait before standing again after a lost election.
     pub backoff_min_ms: u64,
+    /// The longest such wait.
     pub backoff_max_ms: u64,
+    /// How often the elector reads its data node (`INFO replication`).
     pub data_poll_ms: u64,
     /// The lease's safety margin (protocol §6.2.1). Unset: a fifth of
     /// `down_after`, at least one heartbeat and at most 1000 ms.

@@ -32,6 +32,7 @@ pub struct RenderArgs {
     /// The data nodes' kind.
     #[arg(long, value_enum, default_value = "kevy")]
     pub backend: BackendArg,
+    /// `cluster_name`: the name Sentinel-aware clients ask for.
     #[arg(long, default_value = "mymaster")]
     pub cluster_name: String,
     /// Election port of every member.
@@ -60,20 +61,29 @@ pub struct RenderArgs {
     /// 127.0.0.1:<its data port>).
     #[arg(long)]
     pub data_address: Option<String>,
+    /// `data_dir`: the durable epoch and vote.
     #[arg(long, default_value = "/var/lib/elector")]
     pub data_dir: PathBuf,
+    /// `timings.hb_interval_ms` (default: the protocol's, 200).
     #[arg(long)]
     pub hb_interval_ms: Option<u64>,
+    /// `timings.down_after_ms` (default 5000).
     #[arg(long)]
     pub down_after_ms: Option<u64>,
+    /// `timings.election_timeout_ms` (default 3000).
     #[arg(long)]
     pub election_timeout_ms: Option<u64>,
+    /// `timings.backoff_min_ms` (default 1000).
     #[arg(long)]
     pub backoff_min_ms: Option<u64>,
+    /// `timings.backoff_max_ms` (default 5000).
     #[arg(long)]
     pub backoff_max_ms: Option<u64>,
+    /// `timings.data_poll_ms` (default 100).
     #[arg(long)]
     pub data_poll_ms: Option<u64>,
+    /// `timings.fence_margin_ms` (default: a fifth of down_after_ms, at
+    /// least one heartbeat, at most 1000).
     #[arg(long)]
     pub fence_margin_ms: Option<u64>,
     /// A YAML file merged over the result (maps key by key, anything else
@@ -189,6 +199,7 @@ impl RenderArgs {
             priority: super::default_priority(),
             max_lag_bytes: super::default_max_lag(),
             vip: None,
+            log_format: super::LogFormat::Text,
             data_node: (!is_witness).then(|| DataNodeConfig {
                 kind,
                 address: self

@@ -7,7 +7,9 @@ use std::net::IpAddr;
 use thiserror::Error;
 
 /// `vip: { address, interface, port }` (docs/interfaces.md).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize, schemars::JsonSchema,
+)]
 #[serde(deny_unknown_fields)]
 pub struct VipConfig {
     /// `10.77.0.100/24` or `fd00::100/64`: the address and its prefix.

@@ -128,6 +128,54 @@ async fn raw(addr: SocketAddr, request: &'static str) -> String {
     .expect("join")
 }
 
+/// `elector_watchdog_last_probe_timestamp_seconds` from a scrape.
+async fn last_watchdog_probe(addr: SocketAddr) -> f64 {
+    let (_, text) = http("GET", format!("http://{addr}/metrics"), None).await;
+    text.lines()
+        .find_map(|l| l.strip_prefix("elector_watchdog_last_probe_timestamp_seconds{node=\"n1\"} "))
+        .expect("the watchdog probe gauge is exported")
+        .parse()
+        .expect("a number")
+}
+
+#[tokio::test]
+async fn a_healthz_poll_from_the_watchdogs_client_is_stamped_and_a_curl_health_check_is_not() {
+    let h = start().await;
+    h.metrics.set_limits(crate::api::metrics::Limits {
+        fence_budget: Duration::from_millis(300),
+        max_lag: 1,
+        watchdog_clamps: Some(std::path::PathBuf::from("/nonexistent/watchdog-clamps")),
+    });
+    assert_eq!(last_watchdog_probe(h.addr).await, 0.0, "no probe yet");
+    // Docker's health check: curl. It must not count as a live watchdog.
+    let curl = raw(
+        h.addr,
+        "GET /healthz HTTP/1.0\r\nUser-Agent: curl/7.88.1\r\n\r\n",
+    )
+    .await;
+    assert!(curl.starts_with("HTTP/1.0 200"), "{curl}");
+    assert_eq!(
+        last_watchdog_probe(h.addr).await,
+        0.0,
+        "curl is not the watchdog"
+    );
+    // The watchdog's own client: a default ureq agent, as in watchdog.rs.
+    let url = format!("http://{}/healthz", h.addr);
+    tokio::task::spawn_blocking(move || {
+        ureq::AgentBuilder::new()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .get(&url)
+            .call()
+            .expect("healthz answers")
+    })
+    .await
+    .expect("join");
+    let now = crate::net::auth::unix_ms_now() as f64 / 1000.0;
+    let stamped = last_watchdog_probe(h.addr).await;
+    assert!((now - stamped).abs() < 5.0, "stamped {stamped}, now {now}");
+}
+
 #[tokio::test]
 async fn healthz_answers_ok() {
     let h = start().await;

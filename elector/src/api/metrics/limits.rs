@@ -10,8 +10,14 @@
 //! scrape time. A stalled elector still answers `/metrics` (only its loop
 //! is stuck), so the count shows while the clamp is in force; a killed one
 //! shows it once it is back.
+//!
+//! Whether the watchdog runs at all is seen from this side: it polls
+//! `/healthz` every heartbeat, and the elector stamps the last such poll
+//! ([`WatchdogProbes`]). A dead or never-started watchdog leaves the stamp
+//! old (or 0), which `ElectorWatchdogMissing` alerts on.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::metrics::counter::ConstCounter;
@@ -35,8 +41,39 @@ pub struct Limits {
     pub watchdog_clamps: Option<PathBuf>,
 }
 
+/// When the watchdog last polled `/healthz`, in Unix milliseconds (0: never).
+///
+/// The watchdog is recognised by its HTTP client's `User-Agent`
+/// ([`is_watchdog_agent`]): Docker's and Ansible's health checks poll the
+/// same endpoint, and counting them would hide a dead watchdog.
+#[derive(Debug, Default)]
+pub struct WatchdogProbes {
+    last_unix_ms: AtomicU64,
+}
+
+impl WatchdogProbes {
+    /// Stamps a probe at `unix_ms`.
+    pub fn probed(&self, unix_ms: u64) {
+        self.last_unix_ms.fetch_max(unix_ms, Ordering::Relaxed);
+    }
+
+    /// The last probe, in Unix seconds (0 when none came).
+    pub fn last_seconds(&self) -> f64 {
+        self.last_unix_ms.load(Ordering::Relaxed) as f64 / 1000.0
+    }
+}
+
+/// True for the `User-Agent` of `elector watchdog`'s probe. The watchdog
+/// builds a default `ureq` agent, whose agent string is `ureq/<version>`;
+/// `elector-watchdog/` is accepted too, for when the watchdog names itself.
+/// Nothing else in the project polls `/healthz` with ureq (the CLI reads
+/// `/status` and posts `/switchover`).
+pub fn is_watchdog_agent(agent: &str) -> bool {
+    agent.starts_with("ureq/") || agent.starts_with("elector-watchdog/")
+}
+
 impl Limits {
-    pub(super) fn register(&self, r: &mut Registry) {
+    pub(super) fn register(&self, r: &mut Registry, probes: &WatchdogProbes) {
         r.register(
             "elector_fence_budget_seconds",
             "timings.fence_margin_ms: a fence apply slower than this eats the lease's margin",
@@ -52,6 +89,11 @@ impl Limits {
                 "elector_watchdog_clamps",
                 "Times the watchdog fenced the data node because the elector was silent past its lease",
                 ConstCounter::new(read_count(path)),
+            );
+            r.register(
+                "elector_watchdog_last_probe_timestamp_seconds",
+                "When the watchdog last polled /healthz, in Unix seconds (0: not since this elector started)",
+                ConstGauge::new(probes.last_seconds()),
             );
         }
     }

@@ -29,7 +29,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use self::families::{ByHook, ByReason, ByType, Counters};
-pub use self::limits::{watchdog_clamps_path, Limits};
+pub use self::limits::{is_watchdog_agent, watchdog_clamps_path, Limits, WatchdogProbes};
 use super::status::{StatusSnapshot, TRANSITION_REASONS};
 
 /// Rejection reasons that always appear (as 0) so alerts can be written
@@ -93,6 +93,8 @@ pub struct Metrics {
     /// The configuration's bounds (fence budget, max lag) and where the
     /// watchdog counts its clamps; exported once the runtime sets them.
     limits: std::sync::OnceLock<Limits>,
+    /// The watchdog's last `/healthz` poll (exported beside the limits).
+    watchdog_probes: WatchdogProbes,
 }
 
 impl Default for Metrics {
@@ -118,6 +120,7 @@ impl Metrics {
             counters,
             rejected_reasons: Mutex::new(KNOWN_REJECT_REASONS.iter().copied().collect()),
             limits: std::sync::OnceLock::new(),
+            watchdog_probes: WatchdogProbes::default(),
         }
     }
 
@@ -188,6 +191,11 @@ impl Metrics {
     /// A fence target failed to apply on the data node.
     pub(crate) fn fence_failed(&self) {
         self.counters.fence_failures.inc();
+    }
+
+    /// Stamps a `/healthz` poll by the watchdog at `unix_ms`.
+    pub fn watchdog_probed(&self, unix_ms: u64) {
+        self.watchdog_probes.probed(unix_ms);
     }
 
     /// The configured bounds the alert rules compare with; set once at start.
@@ -300,7 +308,7 @@ impl Metrics {
         status_gauges::register(&mut registry, status);
         self.counters.register(&mut registry);
         if let Some(limits) = self.limits.get() {
-            limits.register(&mut registry);
+            limits.register(&mut registry, &self.watchdog_probes);
         }
         let mut out = String::with_capacity(8192);
         // Writing into a String cannot fail; the encoder's own errors are

@@ -201,6 +201,7 @@ const EXPOSED_FAMILIES: &[(&str, &str, &[&str], &str)] = &[
     ("elector_fence_budget_seconds", "gauge", &["node"], "timings.fence_margin_ms: a fence apply slower than this eats the lease's margin."),
     ("elector_max_lag_bytes", "gauge", &["node"], "max_lag_bytes: a replica further behind is not electable (commands on kevy)."),
     ("elector_watchdog_clamps_total", "counter", &["node"], "Times the watchdog fenced the data node because the elector was silent past its lease."),
+    ("elector_watchdog_last_probe_timestamp_seconds", "gauge", &["node"], "When the watchdog last polled /healthz, in Unix seconds (0: not since this elector started)."),
 ];
 
 /// A state in which every family has at least one sample.

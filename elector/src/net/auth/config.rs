@@ -10,11 +10,16 @@ use thiserror::Error;
 pub const DEFAULT_MAX_SKEW_MS: u64 = 30_000;
 
 /// `auth.mode`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum AuthMode {
+    /// No authentication (lab use only; `check-config` warns).
     #[default]
     None,
+    /// Every election message and API write carries an HMAC-SHA256 with
+    /// the cluster's shared key.
     SharedKey,
 }
 
@@ -41,13 +46,17 @@ impl fmt::Debug for Secret {
 }
 
 /// The `auth:` section of the config.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
+    /// `none` or `shared_key`.
     #[serde(default)]
     pub mode: AuthMode,
+    /// The shared key itself (`shared_key`); prefer `key_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>")]
     pub key: Option<Secret>,
+    /// A file holding the shared key (readable by the elector only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
     /// Largest accepted difference between a frame's timestamp and ours.
