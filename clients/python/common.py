@@ -94,3 +94,38 @@ async def run_async(write, cfg):
             continue
         emit("ack" if acked >= 1 else "nack", key)
         await asyncio.sleep(cfg["pace"])
+
+
+def run_sentinel_master_for(sentinel_cls, retry_cls, no_backoff_cls):
+    """The redis-py shape (``Sentinel.master_for``), shared by redis-py and its
+    fork valkey-py, which differ only in the package the classes come from.
+
+    The sentinels are asked with short timeouts and no retry: with the
+    defaults (3 retries with backoff on every sentinel connection) a dead
+    sentinel first in the list costs several seconds per discovery, since the
+    connection to the first sentinel is retried before the next is tried.
+    ``discover`` lines come from wrapping ``Sentinel.discover_master``
+    (instrumentation only: the library's own method runs)."""
+    cfg = config()
+    sentinel_kwargs = {"socket_timeout": 0.5, "socket_connect_timeout": 0.5,
+                       "retry": retry_cls(no_backoff_cls(), 0)}
+    sentinel = sentinel_cls(cfg["sentinels"], sentinel_kwargs=sentinel_kwargs,
+                            socket_timeout=1.0, socket_connect_timeout=1.0)
+    original = sentinel.discover_master
+
+    def discover_master(name):
+        addr = original(name)
+        emit("discover", f"{addr[0]}:{addr[1]}")
+        return addr
+
+    sentinel.discover_master = discover_master
+    master = sentinel.master_for(cfg["master"], socket_timeout=2.0, socket_connect_timeout=1.0)
+
+    def write(key):
+        # One pipeline: SET and WAIT travel on the same connection, as WAIT needs.
+        pipe = master.pipeline(transaction=False)
+        pipe.set(key, key)
+        pipe.execute_command("WAIT", 1, 1000)
+        return pipe.execute()[1]
+
+    run_sync(write, cfg)
