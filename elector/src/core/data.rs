@@ -172,9 +172,14 @@ impl Core {
         // data is the stream's all the same (tests/data_safety.rs, Redis,
         // a demotion by hand: 30 acknowledged writes lost when only the
         // link counted).
-        let arrived = obs
-            .offset_at_apply
-            .is_some_and(|at| obs.offset.is_some_and(|o| o != at));
+        // A replica's only: a primary's offset moves with its own writes,
+        // and kevy names a promoted node's new feed generation a tick after
+        // its offset moves (a claim then would record the old generation,
+        // and the next reading would resign the new primary).
+        let arrived = !obs.master
+            && obs
+                .offset_at_apply
+                .is_some_and(|at| obs.offset.is_some_and(|o| o != at));
         let joined = obs.link_up || arrived;
         if joined && epoch > self.state.data_epoch {
             self.state.data_epoch = epoch;
