@@ -222,15 +222,7 @@ impl Sim {
                         self.kstate_mut(i).runner = None;
                     }
                 }
-                if !was_writable && self.nodes[i].data.writable() {
-                    self.inv.on_data_promoted(
-                        i,
-                        &self.nodes[i].data,
-                        &self.acked,
-                        sent_at,
-                        self.now,
-                    );
-                }
+                self.note_if_promoted(i, was_writable, sent_at);
                 KevyOutcome::Replicated(Ok(read))
             }
             KevyCommand::Quiesce => {
@@ -246,15 +238,7 @@ impl Sim {
             KevyCommand::LiftQuiesce => {
                 let was_writable = self.nodes[i].data.writable();
                 self.kstate_mut(i).quiesced = false;
-                if !was_writable && self.nodes[i].data.writable() {
-                    self.inv.on_data_promoted(
-                        i,
-                        &self.nodes[i].data,
-                        &self.acked,
-                        sent_at,
-                        self.now,
-                    );
-                }
+                self.note_if_promoted(i, was_writable, sent_at);
                 KevyOutcome::Lifted(Ok(()))
             }
             KevyCommand::Sleep(_) => KevyOutcome::Slept,
@@ -381,6 +365,15 @@ impl Sim {
             self.kevy_serve(i, &command, sent_at)
         };
         self.kevy_answer(i, incarnation, outcome);
+    }
+
+    /// Tells the invariants when a command made node `i`'s data node
+    /// writable (it was not before): it must hold every acknowledged write.
+    fn note_if_promoted(&mut self, i: usize, was_writable: bool, sent_at: Millis) {
+        if !was_writable && self.nodes[i].data.writable() {
+            self.inv
+                .on_data_promoted(i, &self.nodes[i].data, &self.acked, sent_at, self.now);
+        }
     }
 
     /// The policy gets a command's answer (when its elector runs).
