@@ -52,10 +52,15 @@ pub struct DataNode {
 /// restart, offsets from 0), where that feed began in the log, the runner
 /// of a replica (its upstream's generation and where that feed began), the
 /// quiesce, `INFO`'s offset (a lifetime maximum over generations), the
-/// watchdog's clamp count and the position file beside it.
+/// watchdog's clamp count and the position file beside it; and, for the
+/// tick after a promotion, the generation its token still names.
 #[derive(Clone, Debug, Default)]
 pub struct KevyState {
     pub generation: u64,
+    /// Until this time (the simulation's), a primary's `REPL.TOKEN` names
+    /// `unnamed_generation`: kevy bumps the generation on its next tick.
+    pub named_at: Millis,
+    pub unnamed_generation: u64,
     pub gen_base: usize,
     pub runner: Option<(u64, usize)>,
     pub quiesced: bool,

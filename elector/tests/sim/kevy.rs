@@ -34,6 +34,9 @@ use rand::Rng;
 /// The replication port offset the model's members use (the gate's).
 const REPLICATION_OFFSET: u16 = 10_000;
 
+/// kevy's tick at its default `[expiry] hz = 10`.
+const KEVY_TICK_MS: Millis = 100;
+
 /// A fresh policy for an elector incarnation (as `KevyNode::new`).
 pub(super) fn policy() -> KevyPolicy {
     KevyPolicy::new(
@@ -107,7 +110,12 @@ impl Sim {
         if d.is_master() {
             info.role = "master".into();
             info.offset = self.feed_offset(i);
-            token = redis::Value::Array(vec![int(k.generation), int(info.offset)]);
+            let generation = if self.now < k.named_at {
+                k.unnamed_generation
+            } else {
+                k.generation
+            };
+            token = redis::Value::Array(vec![int(generation), int(info.offset)]);
         } else {
             info.role = "slave".into();
             info.offset = k.info_offset_max;
@@ -145,11 +153,16 @@ impl Sim {
     }
 
     /// A promotion: a new feed generation from offset 0 (§6.10, issue 34
-    /// (b)); the node keeps its data.
+    /// (b)); the node keeps its data. kevy names the new generation on its
+    /// next tick (every [`KEVY_TICK_MS`], in phase with the simulation's
+    /// clock): until then its token names the one before.
     fn kevy_promote(&mut self, i: usize) {
         let fresh = self.fresh_stream();
         let len = self.nodes[i].data.log.len();
+        let named_at = (self.now / KEVY_TICK_MS + 1) * KEVY_TICK_MS;
         let k = self.kstate_mut(i);
+        k.unnamed_generation = k.generation;
+        k.named_at = named_at;
         k.generation = fresh;
         k.gen_base = len;
         k.runner = None;
@@ -512,6 +525,7 @@ impl Sim {
             k.runner = None;
             k.quiesced = false;
             k.info_offset_max = 0;
+            k.named_at = 0;
         }
     }
 }

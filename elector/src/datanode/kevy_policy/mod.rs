@@ -27,6 +27,7 @@
 //!   feed generation as the stream, pad past acknowledgements kept from an
 //!   earlier generation, and arm the acknowledgement nudger.
 
+mod new_generation;
 mod observe;
 
 use super::kevy_hold::PromotionHold;
@@ -34,6 +35,7 @@ use super::kevy_quiesce::Quiesce;
 use super::kevy_stream::{StreamPosition, UpstreamAt};
 use super::{DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::{DataNodeTarget, Millis};
+use new_generation::Unnamed;
 
 pub use observe::{KevyReading, KevyView, NudgeView};
 
@@ -176,6 +178,8 @@ pub struct KevyPolicy {
     /// Stale acknowledgements logged (once per occurrence), and too far.
     stale_logged: bool,
     stale_far_logged: bool,
+    /// Our last promotion, until kevy names its new feed generation.
+    unnamed: Option<Unnamed>,
     op: Option<Op>,
 }
 
@@ -195,6 +199,7 @@ impl KevyPolicy {
             nudge_armed_since: None,
             stale_logged: false,
             stale_far_logged: false,
+            unnamed: None,
             op: None,
         }
     }
@@ -210,6 +215,7 @@ impl KevyPolicy {
         self.upstream_seen = None;
         self.writable_applied = false;
         self.nudge_armed_since = None;
+        self.unnamed = None;
         self.op = None;
     }
 
@@ -314,6 +320,7 @@ impl KevyPolicy {
                     Ok(()) => {
                         self.hold.observed(true, now);
                         self.following = None;
+                        self.unnamed = Some(Unnamed::promoted(now));
                         self.lift_then_done(Op::Promote)
                     }
                 }

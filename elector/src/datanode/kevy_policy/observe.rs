@@ -6,7 +6,7 @@ use super::{Clock, KevyPolicy};
 use crate::core::Millis;
 use crate::datanode::ack_nudge;
 use crate::datanode::kevy_pad::{padding, Padding, MAX_GAP};
-use crate::datanode::kevy_stream::{parse_reading, FileHeld};
+use crate::datanode::kevy_stream::{parse_reading, FileHeld, Reading};
 use crate::datanode::ReplicationInfo;
 
 /// How long after a clamp is counted the watchdog's quiesce may have been
@@ -62,14 +62,19 @@ impl KevyPolicy {
         self.note_watchdog_clamps(watchdog_clamps, clock.mono);
         info.watchdog_clamps = watchdog_clamps;
         self.stream.identify(info.identity.as_deref());
-        if let Some(reading) = token.as_ref().and_then(|t| parse_reading(&info, t)) {
-            let file = position_file.as_deref().and_then(FileHeld::parse);
-            let reported = self
-                .stream
-                .observe_at(&reading, info.offset, file.as_ref(), clock.wall);
-            info.offset = reported.offset;
-            info.link_up &= reported.link_joined;
-            info.stream = reported.generation.map(|g| format!("kevy-feed-{g}"));
+        let reading = token.as_ref().and_then(|t| parse_reading(&info, t));
+        if let Some(reading) = &reading {
+            let unnamed = self.unnamed.as_mut();
+            if unnamed.is_some_and(|u| u.still_unnamed(reading, clock.mono)) {
+                if let Reading::Primary { offset, .. } = *reading {
+                    info.offset = offset;
+                }
+                info.link_up = false;
+                info.stream = None;
+            } else {
+                self.unnamed = None;
+                self.report_position(&mut info, reading, position_file.as_deref(), clock.wall);
+            }
         } else {
             // Without the token nothing names the stream (§6.10).
             info.stream = None;
@@ -86,6 +91,24 @@ impl KevyPolicy {
             pad_frames,
             nudge,
         }
+    }
+
+    /// The runner's own position and its feed generation as the stream
+    /// (`kevy_stream`), from a reading that names its generation.
+    fn report_position(
+        &mut self,
+        info: &mut ReplicationInfo,
+        reading: &Reading,
+        position_file: Option<&str>,
+        wall: u64,
+    ) {
+        let file = position_file.and_then(FileHeld::parse);
+        let reported = self
+            .stream
+            .observe_at(reading, info.offset, file.as_ref(), wall);
+        info.offset = reported.offset;
+        info.link_up &= reported.link_joined;
+        info.stream = reported.generation.map(|g| format!("kevy-feed-{g}"));
     }
 
     /// An increase of the watchdog's count on a node we read: a quiesce we

@@ -447,3 +447,64 @@ fn a_clamp_counted_by_the_watchdog_leaves_the_quiesce_unknown() {
         "a quiesce we did not set may be in force"
     );
 }
+
+fn observe_generation(p: &mut KevyPolicy, generation: i64, t: Millis) -> KevyView {
+    let info = ReplicationInfo {
+        link_up: true,
+        ..primary_info(0, None)
+    };
+    let token = redis::Value::Array(vec![redis::Value::Int(generation), redis::Value::Int(0)]);
+    p.observed(
+        KevyReading {
+            info,
+            token: Some(token),
+            watchdog_clamps: None,
+            position_file: None,
+        },
+        at(t),
+    )
+}
+
+/// The CI failure at ecdbef4 (`tests/kevy_repromotion.rs`): the first
+/// reading after our promotion named the process's startup generation,
+/// the core took it as the epoch's stream, and the next reading (the new
+/// generation) resigned the new primary.
+#[test]
+fn a_promoted_node_names_no_stream_until_kevy_has_bumped_its_generation() {
+    let mut p = policy();
+    p.hold.observed(false, 0);
+    let first = p.apply(&DataNodeTarget::Primary, at(5_000));
+    let (_, r) = run(
+        &mut p,
+        first,
+        vec![pipeline(), KevyOutcome::Lifted(Ok(()))],
+        5_000,
+    );
+    assert!(r.is_ok());
+    let stale = observe_generation(&mut p, 788, 5_001);
+    assert_eq!(stale.info.stream, None, "the old generation is not claimed");
+    assert!(!stale.info.link_up, "nothing joined yet");
+    let same = observe_generation(&mut p, 788, 5_050);
+    assert_eq!(same.info.stream, None);
+    let bumped = observe_generation(&mut p, 797, 5_100);
+    assert_eq!(bumped.info.stream.as_deref(), Some("kevy-feed-797"));
+    assert!(bumped.info.link_up);
+}
+
+#[test]
+fn a_promoted_node_whose_first_reading_already_named_the_new_generation_claims_it_after_the_window()
+{
+    let mut p = policy();
+    p.hold.observed(false, 0);
+    let first = p.apply(&DataNodeTarget::Primary, at(5_000));
+    let (_, r) = run(
+        &mut p,
+        first,
+        vec![pipeline(), KevyOutcome::Lifted(Ok(()))],
+        5_000,
+    );
+    assert!(r.is_ok());
+    assert_eq!(observe_generation(&mut p, 797, 5_001).info.stream, None);
+    let late = observe_generation(&mut p, 797, 5_000 + super::new_generation::NAMING_WINDOW_MS);
+    assert_eq!(late.info.stream.as_deref(), Some("kevy-feed-797"));
+}
