@@ -62,8 +62,8 @@ pub struct DataNodeStatus {
     pub link_up: Option<bool>,
     /// Whether the reading describes the data node's content (protocol
     /// §6.10): `proven`, `unproven_after_elector_start`,
-    /// `unproven_after_data_node_restart`. Absent on a witness and from
-    /// older nodes.
+    /// `unproven_after_data_node_restart`, `unproven_left_its_stream`.
+    /// Absent on a witness and from older nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
     /// The durable floor (§6.10): the highest `[data_epoch, offset]` the data

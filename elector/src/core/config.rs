@@ -73,6 +73,17 @@ impl Timings {
     /// whose view lags the candidate's by a heartbeat or two does not turn down
     /// a legitimate election, while a primary that heartbeats normally (every
     /// `hb_interval`) is always "fresh".
+    /// How long a primary stays fenced by a lost lease before it resigns
+    /// (§6.9): its voters stop vouching for it after `voter_fresh`, their
+    /// own detection takes `down_after`, and an election of one of them
+    /// `election_timeout`. Past that, nobody else could be elected (every
+    /// other member is below its floor, or partitioned away), and the
+    /// primary's own data may be the one that holds the acknowledged
+    /// writes: it resigns and stands like any other node.
+    pub fn fenced_give_up_ms(&self) -> u64 {
+        self.voter_fresh_ms() + self.down_after_ms + self.election_timeout_ms
+    }
+
     pub fn voter_fresh_ms(&self) -> u64 {
         self.down_after_ms
             .saturating_sub(2 * self.hb_interval_ms)

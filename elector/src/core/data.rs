@@ -110,6 +110,7 @@ impl Core {
             ..obs.clone()
         };
         self.claim_stream(&obs);
+        self.disprove_on_another_stream(&obs);
         self.prove_from_reading(&obs);
         self.absorb_floor_hint(&obs);
         self.raise_floor(&obs);

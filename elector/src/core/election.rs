@@ -366,9 +366,10 @@ impl Core {
         self.primary.heard_at = Some(self.now);
         // Writable only once a quorum echoes our stamps (protocol §6.2): the
         // voters' ACCEPTs do not stop them voting again in a later epoch.
+        let fenced = !self.cfg.faults.no_lease_fencing && !self.cfg.faults.promote_without_quorum;
         let leadership = Leadership {
-            fenced_by_lease: !self.cfg.faults.no_lease_fencing
-                && !self.cfg.faults.promote_without_quorum,
+            fenced_by_lease: fenced,
+            fenced_since: fenced.then_some(self.now),
             lease_held_once: false,
             switchover: None,
             preempt_ready: Default::default(),

@@ -43,6 +43,12 @@ pub enum Unproven {
     ElectorStarted,
     /// The data node came back as another process (or went backwards).
     DataNodeRestarted,
+    /// On a backend whose promotions restart the stream (kevy), the data
+    /// node reads in a stream other than the one its data epoch names,
+    /// with no claim to tie it to: promoted by someone else, or its runner
+    /// re-synced by itself from another process. Its offset counts in that
+    /// other stream, not in the data epoch's.
+    LeftStream,
 }
 
 impl Proof {
@@ -51,6 +57,7 @@ impl Proof {
             Proof::Proven => "proven",
             Proof::Unproven(Unproven::ElectorStarted) => "unproven_after_elector_start",
             Proof::Unproven(Unproven::DataNodeRestarted) => "unproven_after_data_node_restart",
+            Proof::Unproven(Unproven::LeftStream) => "unproven_left_its_stream",
         }
     }
 }
@@ -133,6 +140,39 @@ impl Core {
             self.data.proof = Proof::Proven;
             self.note_below_floor_change();
         }
+    }
+
+    /// A proven position whose reading now names another stream than the
+    /// one its data epoch records, on a backend whose every promotion
+    /// starts a stream (kevy), is a position in that other stream: its
+    /// offset says nothing of what the node holds of the data epoch's. It
+    /// stands and votes again once a claim or a reading in the recorded
+    /// stream ties it back (§6.10). The simulator found it (kevy seed 919,
+    /// 5 nodes): a replica promoted by hand, fenced again, offered its new
+    /// generation's 367 frames as its data epoch's, outranked the holders
+    /// of write 408 and was elected without it. Redis continues its stream
+    /// across a promotion (`master_replid2`), so this is kevy's only.
+    pub(super) fn disprove_on_another_stream(&mut self, obs: &Observation) {
+        if !self.cfg.backend.promotion_restarts_stream
+            || self.data.proof != Proof::Proven
+            || !obs.reachable
+            || obs.stream.is_none()
+        {
+            return;
+        }
+        let Some(record) = self.state.stream.as_ref() else {
+            return;
+        };
+        if record.data_epoch != self.state.data_epoch || obs.in_stream(&record.id) {
+            return;
+        }
+        tracing::warn!(
+            recorded = %record.id, data_epoch = record.data_epoch, stream = ?obs.stream,
+            offset = ?obs.offset,
+            "data node reads in another stream than its data epoch's: position unproven"
+        );
+        self.data.proof = Proof::Unproven(Unproven::LeftStream);
+        self.note_below_floor_change();
     }
 
     /// The data node joined (or started, as primary) the stream of

@@ -26,6 +26,7 @@ impl Core {
         };
         if !held && !l.fenced_by_lease {
             l.fenced_by_lease = true;
+            l.fenced_since = Some(now);
             tracing::warn!(epoch, supporters, "quorum lost: fencing writes");
             self.outbox.fence(Fence::Notify {
                 epoch,
@@ -33,6 +34,7 @@ impl Core {
             });
         } else if held && l.fenced_by_lease {
             l.fenced_by_lease = false;
+            l.fenced_since = None;
             // An operator's forced candidacy (§6.10) is done once the node
             // serves; until then (a failed persist, a lost lease) it stands.
             self.data.forced_at = None;
@@ -49,6 +51,33 @@ impl Core {
         } else if held {
             l.lease_held_once = true;
         }
+        self.give_up_a_lease_lost_too_long();
+    }
+
+    /// A primary fenced for [`Timings::fenced_give_up_ms`] resigns (§6.9).
+    /// Its voters withdrew long ago and froze their echoes, so its lease
+    /// cannot come back; if no other member can stand (below its floor),
+    /// holding on would leave the cluster without a primary for good (the
+    /// simulator found it, kevy seeds 1566 and 2024: a fenced primary, a
+    /// replica below its floor and a witness, after the final heal). Once
+    /// resigned it stands like any node, with its proven position.
+    fn give_up_a_lease_lost_too_long(&mut self) {
+        let give_up = self.cfg.timings.fenced_give_up_ms();
+        let Some(l) = self.role.leadership() else {
+            return;
+        };
+        let too_long = l
+            .fenced_since
+            .is_some_and(|s| self.now.saturating_sub(s) >= give_up);
+        if !l.fenced_by_lease || !too_long || l.switchover.is_some() {
+            return;
+        }
+        tracing::warn!(
+            epoch = self.state.epoch,
+            fenced_ms = give_up,
+            "fenced by a lost lease for too long: resigning to stand again"
+        );
+        self.resign(None, Reason::FencedTooLong);
     }
 
     /// When each peer's latest echo of our stamps stops counting for the

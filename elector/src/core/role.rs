@@ -44,6 +44,8 @@ pub(super) struct Switchover {
 pub(super) struct Leadership {
     /// No majority has echoed a stamp within the lease: writes refused.
     pub(crate) fenced_by_lease: bool,
+    /// Since when, without a break, the lease has been lost.
+    pub(crate) fenced_since: Option<Millis>,
     /// The lease was held at least once in this epoch (the first unfence
     /// after winning has reason `won_election`, later ones
     /// `quorum_regained`).

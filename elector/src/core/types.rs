@@ -268,6 +268,9 @@ pub enum Reason {
     /// An operator accepted losing what this node's data node may lack and
     /// made it stand (§6.10, `elector accept-data-loss`).
     DataLossAccepted,
+    /// The primary was fenced by a lost lease for longer than its voters
+    /// and an election of another member take (§6.9): it resigns to stand.
+    FencedTooLong,
 }
 
 impl Reason {
@@ -292,6 +295,7 @@ impl Reason {
             Reason::Preemption => "preemption",
             Reason::StreamEnded => "stream_ended",
             Reason::DataLossAccepted => "data_loss_accepted",
+            Reason::FencedTooLong => "fenced_too_long",
         }
     }
 }

@@ -213,7 +213,12 @@ impl Sim {
         let d = &mut self.nodes[i].data;
         if d.up && !d.applied.writable() {
             self.trace(i, "FENCE LIFTED BY HAND");
-            if !self.nodes[i].data.is_master() {
+            if self.nodes[i].data.kevy.is_some() {
+                // kevy: every promotion starts a feed generation.
+                if !self.nodes[i].data.is_master() {
+                    self.kevy_promote(i);
+                }
+            } else if !self.nodes[i].data.is_master() {
                 let fresh = self.fresh_stream();
                 self.nodes[i].data.promote(fresh);
             }

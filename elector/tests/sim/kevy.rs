@@ -156,7 +156,7 @@ impl Sim {
     /// (b)); the node keeps its data. kevy names the new generation on its
     /// next tick (every [`KEVY_TICK_MS`], in phase with the simulation's
     /// clock): until then its token names the one before.
-    fn kevy_promote(&mut self, i: usize) {
+    pub(super) fn kevy_promote(&mut self, i: usize) {
         let fresh = self.fresh_stream();
         let len = self.nodes[i].data.log.len();
         let named_at = (self.now / KEVY_TICK_MS + 1) * KEVY_TICK_MS;

@@ -358,10 +358,10 @@ fn a_kevy_primary_whose_stream_changed_under_it_resigns() {
             ..Observation::default()
         }),
     );
-    let released = n.persist_done(501, &step);
+    let released = n.release_writes(501);
     assert!(
         step.role_change(Reason::StreamEnded)
-            || released.is_some_and(|r| r.role_change(Reason::StreamEnded)),
+            || released.iter().any(|r| r.role_change(Reason::StreamEnded)),
         "{step:?}"
     );
     assert_eq!(
@@ -689,4 +689,67 @@ fn a_primarys_own_tail_in_the_watchdogs_hint_is_not_a_floor() {
         hinted(5_000, n.core.target.seq, "g1", 0, ("g1", 5_000, 0)),
     );
     assert_eq!(n.core.floor(), before);
+}
+
+/// §6.10, `Unproven::LeftStream` (kevy seed 919): a kevy node read in
+/// another stream than the one its data epoch records counts its offset in
+/// that stream; it must neither stand on it nor vote with it.
+#[test]
+fn a_kevy_node_read_in_another_stream_than_its_data_epochs_neither_stands_nor_offers_that_offset() {
+    let mut n = kevy_primary();
+    let seq = n.core.target.seq;
+    n.handle(
+        500,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(367),
+            link_up: false,
+            master: false,
+            applied_seq: seq,
+            stream: stream("g7"),
+            ..Observation::default()
+        }),
+    );
+    n.release_writes(501);
+    assert_eq!(
+        n.core.proof(),
+        super::super::floor::Proof::Unproven(super::super::floor::Unproven::LeftStream)
+    );
+    assert_eq!(n.core.proven_position(), None, "367 is g7's, not epoch 1's");
+    assert!(n.core.below_floor(), "it does not stand");
+}
+
+/// §6.9, `Reason::FencedTooLong` (kevy seeds 1566, 2024): a primary whose
+/// voters are gone stays fenced until it has given them and an election of
+/// another member their time, then resigns to stand like any node.
+#[test]
+fn a_primary_fenced_longer_than_its_voters_and_an_election_take_resigns_to_stand_again() {
+    let mut n = kevy_primary();
+    let give_up = n.core.cfg.timings.fenced_give_up_ms();
+    let mut fenced_at = None;
+    let mut resigned_at = None;
+    let mut t = 500;
+    while t < 500 + 4 * give_up && resigned_at.is_none() {
+        let step = n.handle(t, Event::Tick);
+        let released = n.release_writes(t);
+        if fenced_at.is_none() && n.core.fenced() {
+            fenced_at = Some(t);
+        }
+        if step.role_change(Reason::FencedTooLong)
+            || released
+                .iter()
+                .any(|r| r.role_change(Reason::FencedTooLong))
+        {
+            resigned_at = Some(t);
+        }
+        t += 25;
+    }
+    let fenced_at = fenced_at.expect("the lease runs out without echoes");
+    let resigned_at = resigned_at.expect("the fenced primary resigns");
+    assert!(
+        resigned_at >= fenced_at + give_up,
+        "resigned {} ms after the fence, before {give_up} ms",
+        resigned_at - fenced_at
+    );
+    assert_ne!(n.core.role(), Role::Primary);
 }

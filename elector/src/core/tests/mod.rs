@@ -109,6 +109,21 @@ impl Node {
         self.handle(t, observation(10, seq));
     }
 
+    /// Makes every outstanding write durable (the step's, and one a
+    /// background floor write holds back); what each release let out.
+    pub(crate) fn release_writes(&mut self, t: Millis) -> Vec<Step> {
+        let mut steps = Vec::new();
+        for _ in 0..4 {
+            let ob = &self.core.outbox;
+            if ob.persist_seq <= ob.durable_seq {
+                break;
+            }
+            let seq = ob.persist_seq;
+            steps.push(self.handle(t, Event::Persisted { seq }));
+        }
+        steps
+    }
+
     /// Makes the step's write durable, if it asked for one.
     pub(crate) fn persist_done(&mut self, t: Millis, step: &Step) -> Option<Step> {
         let seq = step.persist.as_ref()?.seq;
