@@ -30,6 +30,9 @@ pub enum Verdict {
     Fence,
 }
 
+/// The `User-Agent` of the watchdog's probe.
+pub const WATCHDOG_USER_AGENT: &str = concat!("elector-watchdog/", env!("CARGO_PKG_VERSION"));
+
 /// One probe of the elector's `/healthz`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Probe {
@@ -257,7 +260,12 @@ async fn record_floor_hint<A: DataNodeAdapter>(node: &mut A, path: &std::path::P
 /// Asks the elector's `/healthz`; an answer carries how long its data node
 /// may stay writable, counted from when the question was sent.
 async fn probe_health(url: &str, timeout: Duration) -> Probe {
-    let agent = ureq::AgentBuilder::new().timeout(timeout).build();
+    // Named, so the API can tell its probe from anyone else's and exempt it
+    // from per-client limits (`api/metrics/limits.rs`).
+    let agent = ureq::AgentBuilder::new()
+        .timeout(timeout)
+        .user_agent(WATCHDOG_USER_AGENT)
+        .build();
     let url = url.to_string();
     let sent = Instant::now();
     let answer = tokio::task::spawn_blocking(move || match agent.get(&url).call() {
@@ -294,6 +302,13 @@ async fn clamp<A: DataNodeAdapter>(node: &mut A) -> Result<(), DataNodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_api_recognises_the_watchdogs_probe_by_its_user_agent() {
+        assert!(WATCHDOG_USER_AGENT.starts_with("elector-watchdog/"));
+        assert!(crate::api::metrics::is_watchdog_agent(WATCHDOG_USER_AGENT));
+        assert!(!crate::api::metrics::is_watchdog_agent("curl/7.88.1"));
+    }
     use crate::core::DataNodeTarget;
     use crate::datanode::ReplicationInfo;
 

@@ -148,7 +148,10 @@ impl RoleState {
         let from = self.role();
         *self = next;
         let to = self.role();
-        tracing::info!(from = %from, to = %to, epoch, reason = %reason, "role change");
+        tracing::info!(
+            from = %from, to = %to, epoch, primary = primary.as_deref().unwrap_or(""),
+            reason = %reason, "role change"
+        );
         Notice::RoleChanged {
             from,
             to,

@@ -63,11 +63,11 @@ impl WatchdogProbes {
     }
 }
 
-/// True for the `User-Agent` of `elector watchdog`'s probe. The watchdog
-/// builds a default `ureq` agent, whose agent string is `ureq/<version>`;
-/// `elector-watchdog/` is accepted too, for when the watchdog names itself.
-/// Nothing else in the project polls `/healthz` with ureq (the CLI reads
-/// `/status` and posts `/switchover`).
+/// True for the `User-Agent` of `elector watchdog`'s probe:
+/// `elector-watchdog/<version>` (`watchdog::WATCHDOG_USER_AGENT`). A
+/// watchdog of an older release sends ureq's default, `ureq/<version>`,
+/// accepted too so a rolling upgrade does not page "watchdog missing";
+/// nothing else in the project polls `/healthz` with ureq.
 pub fn is_watchdog_agent(agent: &str) -> bool {
     agent.starts_with("ureq/") || agent.starts_with("elector-watchdog/")
 }
