@@ -156,15 +156,17 @@ bench-sentinel:
 compose-gen:
     scripts/gen-compose.sh
 
-# check that compose/ matches scripts/gen-compose.sh and that docker-compose accepts it
+# check that compose/ matches scripts/gen-compose.sh and that Compose (v2 `docker compose` or v1 `docker-compose`, whichever is installed) accepts it
 compose-check:
     #!/usr/bin/env bash
     set -euo pipefail
+    . scripts/compose-cmd.sh
+    compose_detect || { echo "neither docker compose (v2) nor docker-compose (v1) found" >&2; exit 1; }
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     scripts/gen-compose.sh "$tmp" 2>/dev/null
     diff -ru "$tmp" compose/ || { echo "compose/ is stale: run just compose-gen" >&2; exit 1; }
-    for n in 2 3 5 2w; do docker-compose -p elector-lab -f compose/lab-$n.yml config -q; done
-    echo "compose: ok"
+    for n in 2 3 5 2w; do "${COMPOSE[@]}" -p elector-lab -f compose/lab-$n.yml config -q; done
+    echo "compose: ok (${COMPOSE[*]} $("${COMPOSE[@]}" version --short 2>/dev/null || true))"
 
 # Ansible rehearsal on N systemd containers with the elector's Debian package and a VIP: site.yml twice (2nd changes nothing), failover drill (crash, graceful; the VIP follows the primary), rolling upgrade to a newer package (6-10 min; WITNESS=1: the last host a witness)
 ansible-test N="3" backend="kevy":
