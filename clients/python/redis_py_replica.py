@@ -12,13 +12,14 @@ primary or one that never came back after the kill. A read error prints an
 """
 
 import sys
+import time
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from common import config, emit, one_line, run_sync
+from common import config, emit, one_line, should_stop
 
 
 def main():
@@ -60,16 +61,28 @@ def main():
         pipe = master.pipeline(transaction=False)
         pipe.set(key, key)
         pipe.execute_command("WAIT", 1, 1000)
-        acked = pipe.execute()[1]
+        return pipe.execute()[1]
+
+    # run_sync's loop, with the read after the write's line is printed (a read
+    # that waits must not delay the write's timestamp).
+    i = 0
+    while not should_stop(cfg, i):
+        key = f"{cfg['prefix']}:{i}"
+        i += 1
+        try:
+            acked = write(key)
+        except Exception as exc:
+            emit("err", one_line(exc))
+            time.sleep(0.05)
+            continue
+        emit("ack" if acked >= 1 else "nack", key)
         if acked >= 1:
             try:
                 outcome, addr = read(key)
                 emit("rread", key, outcome, addr)
             except Exception as exc:
                 emit("err", "replica read: " + one_line(exc))
-        return acked
-
-    run_sync(write, cfg)
+        time.sleep(cfg["pace"])
 
 
 if __name__ == "__main__":
