@@ -188,8 +188,8 @@ clients:
     scripts/build-images.sh
     "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --runs "${CLIENTS_RUNS:-3}" --clients "${CLIENTS:-all}" --targets "${CLIENTS_TARGETS:-kevy,redis,sentinel}" --docs docs/clients.md --command "just clients"
 
-# the client check of `just test`: redis-py and the redis crate (async Sentinel) through one primary kill on Redis, redis-py on kevy (the redis crate checks ROLE, which kevy 7.0.0 gets wrong on a promoted node: docs/clients.md); fails unless each follows the failover with 0 acknowledged writes lost (about 1 minute; needs the node image)
+# the client check of `just test`: redis-py and the redis crate (async Sentinel) through one primary kill on Redis, redis-py on kevy, its writes through master_for and reads through slave_for (the redis crate checks ROLE, which kevy 7.0.0 gets wrong on a promoted node: docs/clients.md); fails unless each follows the failover with 0 acknowledged writes lost (about 1 minute; needs the node image)
 clients-ci:
     clients/setup.sh
     "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --targets redis --clients redis-py,redis-rs --runs 1 --assert
-    "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --targets kevy --clients redis-py --runs 1 --assert
+    "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --targets kevy --clients redis-py-replica --runs 1 --assert
