@@ -336,5 +336,4 @@ fn the_build_info_gauge_names_this_binarys_version_and_commit_at_one() {
         env!("BUILD_GIT_COMMIT")
     );
     assert!(text.contains(&line), "no {line:?} in:\n{text}");
-    assert_ne!(env!("BUILD_GIT_COMMIT"), "", "build.rs stamps a commit or `unknown`");
 }
