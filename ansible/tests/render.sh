@@ -143,6 +143,27 @@ if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
     echo "   second run: changed=0 on every host (idempotent)"
   fi
 fi
+# The units carry the package's hardening; a data_dir outside /var/lib/elector (as
+# here: every path is redirected) is writable under ProtectSystem=strict, and
+# systemd accepts both units (systemd-analyze verify, when installed).
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
+  u="$tmp/lab3-kevy/out/node1/etc/systemd/system"
+  if grep -qx 'ProtectSystem=strict' "$u/elector.service" \
+      && grep -qx "ReadWritePaths=$tmp/lab3-kevy/out/node1/var/lib/elector" "$u/elector.service" \
+      && grep -qx "ReadWritePaths=-$tmp/lab3-kevy/out/node1/var/lib/elector" "$u/elector-watchdog.service" \
+      && grep -qx 'CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_BIND_SERVICE' "$u/elector.service"; then
+    echo "   units: ProtectSystem=strict, the custom data_dir writable, capabilities bounded"
+  else
+    echo "FAIL: lab3-kevy: $u/elector{,-watchdog}.service lack the hardening or the data_dir" >&2; fail=1
+  fi
+  if command -v systemd-analyze >/dev/null; then
+    if (cd "$u" && systemd-analyze verify ./elector.service ./elector-watchdog.service) >"$tmp/verify.out" 2>&1; then
+      echo "   systemd-analyze verify: both units ok"
+    else
+      echo "FAIL: systemd-analyze verify:" >&2; cat "$tmp/verify.out" >&2; fail=1
+    fi
+  fi
+fi
 # Every member names its Sentinel-compatible listener (SENTINEL sentinels lists the
 # others'), and elector_sentinel_port: null leaves them out.
 if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
