@@ -181,7 +181,7 @@ fuzz:
     FUZZ_CASES="${FUZZ_CASES:-100000}" cargo test --release -p elector --lib fuzz -- --nocapture
     FUZZ_CASES="${FUZZ_CASES:-100000}" cargo test --release -p elector --test fuzz_config -- --nocapture
 
-# Sentinel-aware client libraries through a primary kill (clients/, versions in clients/versions.env): each against our electors on kevy and on Redis and against real Redis Sentinel, in containers of its own (no lab port), CLIENTS_RUNS runs each (default 3), CLIENTS (default all), CLIENTS_TARGETS (default kevy,redis,sentinel); writes docs/clients.md (about 30 minutes)
+# Sentinel-aware client libraries through a primary kill (clients/, versions in clients/versions.env): each against our electors on kevy and on Redis and against real Redis Sentinel, in containers of its own (no lab port), CLIENTS_RUNS runs each (default 3), CLIENTS (default all), CLIENTS_TARGETS (default kevy,redis,sentinel); writes docs/clients.md (about 35 minutes; redis-py-replica also reads through slave_for)
 clients:
     scripts/install-deps.sh
     clients/setup.sh --debian
