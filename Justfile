@@ -156,15 +156,17 @@ bench-sentinel:
 compose-gen:
     scripts/gen-compose.sh
 
-# check that compose/ matches scripts/gen-compose.sh and that docker-compose accepts it
+# check that compose/ matches scripts/gen-compose.sh and that Compose (v2 `docker compose` or v1 `docker-compose`, whichever is installed) accepts it
 compose-check:
     #!/usr/bin/env bash
     set -euo pipefail
+    . scripts/compose-cmd.sh
+    compose_detect || { echo "neither docker compose (v2) nor docker-compose (v1) found" >&2; exit 1; }
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     scripts/gen-compose.sh "$tmp" 2>/dev/null
     diff -ru "$tmp" compose/ || { echo "compose/ is stale: run just compose-gen" >&2; exit 1; }
-    for n in 2 3 5 2w; do docker-compose -p elector-lab -f compose/lab-$n.yml config -q; done
-    echo "compose: ok"
+    for n in 2 3 5 2w; do "${COMPOSE[@]}" -p elector-lab -f compose/lab-$n.yml config -q; done
+    echo "compose: ok (${COMPOSE[*]} $("${COMPOSE[@]}" version --short 2>/dev/null || true))"
 
 # Ansible rehearsal on N systemd containers with the elector's Debian package and a VIP: site.yml twice (2nd changes nothing), failover drill (crash, graceful; the VIP follows the primary), rolling upgrade to a newer package (6-10 min; WITNESS=1: the last host a witness)
 ansible-test N="3" backend="kevy":
@@ -179,15 +181,15 @@ fuzz:
     FUZZ_CASES="${FUZZ_CASES:-100000}" cargo test --release -p elector --lib fuzz -- --nocapture
     FUZZ_CASES="${FUZZ_CASES:-100000}" cargo test --release -p elector --test fuzz_config -- --nocapture
 
-# Sentinel-aware client libraries through a primary kill (clients/, versions in clients/versions.env): each against our electors on kevy and on Redis and against real Redis Sentinel, in containers of its own (no lab port), CLIENTS_RUNS runs each (default 3), CLIENTS (default all), CLIENTS_TARGETS (default kevy,redis,sentinel); writes docs/clients.md (about 30 minutes)
+# Sentinel-aware client libraries through a primary kill (clients/, versions in clients/versions.env): each against our electors on kevy and on Redis and against real Redis Sentinel, in containers of its own (no lab port), CLIENTS_RUNS runs each (default 3), CLIENTS (default all), CLIENTS_TARGETS (default kevy,redis,sentinel); writes docs/clients.md (about 35 minutes; redis-py-replica also reads through slave_for)
 clients:
     scripts/install-deps.sh
     clients/setup.sh --debian
     scripts/build-images.sh
     "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --runs "${CLIENTS_RUNS:-3}" --clients "${CLIENTS:-all}" --targets "${CLIENTS_TARGETS:-kevy,redis,sentinel}" --docs docs/clients.md --command "just clients"
 
-# the client check of `just test`: redis-py and the redis crate (async Sentinel) through one primary kill on Redis, redis-py on kevy (the redis crate checks ROLE, which kevy 7.0.0 gets wrong on a promoted node: docs/clients.md); fails unless each follows the failover with 0 acknowledged writes lost (about 1 minute; needs the node image)
+# the client check of `just test`: redis-py and the redis crate (async Sentinel) through one primary kill on Redis, redis-py on kevy, its writes through master_for and reads through slave_for (the redis crate checks ROLE, which kevy 7.0.0 gets wrong on a promoted node: docs/clients.md); fails unless each follows the failover with 0 acknowledged writes lost (about 1 minute; needs the node image)
 clients-ci:
     clients/setup.sh
     "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --targets redis --clients redis-py,redis-rs --runs 1 --assert
-    "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --targets kevy --clients redis-py --runs 1 --assert
+    "${ELECTOR_CLIENTS_VENV:-$HOME/.cache/elector/clients-venv}/bin/python" clients/run.py --targets kevy --clients redis-py-replica --runs 1 --assert

@@ -45,6 +45,13 @@ CLIENTS = {
         cmd=[PY, os.path.join(HERE, "python", "redis_py.py")],
         configure="`Sentinel([(ip, 26379), ...], sentinel_kwargs=SENTINEL_KWARGS, socket_timeout=1.0).master_for('mymaster', socket_timeout=2.0)`, SENTINEL_KWARGS = `{'socket_timeout': 0.5, 'socket_connect_timeout': 0.5, 'retry': Retry(NoBackoff(), 0)}` (see below)",
     ),
+    "redis-py-replica": dict(
+        lang="Python",
+        version=[PY, "-c", "import redis; print('redis-py', redis.__version__)"],
+        cmd=[PY, os.path.join(HERE, "python", "redis_py_replica.py")],
+        configure="as redis-py, plus `sentinel.slave_for('mymaster', socket_timeout=1.0)` for the reads",
+        replica_reads=True,
+    ),
     "redis-py-asyncio": dict(
         lang="Python (asyncio)",
         version=[PY, "-c", "import redis; print('redis-py', redis.__version__, 'asyncio')"],
@@ -360,6 +367,7 @@ def run_once(target, client, run, args):
     discovers = [l.split()[2] for l in lines if l.startswith("discover ") and int(l.split()[1]) > kill_ms]
     switches = [l for l in lines if l.startswith("switch ") and int(l.split()[1]) > kill_ms]
     new = target.master_addr(exclude=(victim,))
+    replica_reads = replica_read_check(spec, lines, kill_ms, new, target.nodes[victim])
     # The reader: every acknowledged key, from the new primary.
     lost = []
     if new is not None:
@@ -384,9 +392,12 @@ def run_once(target, client, run, args):
         # One address throughout: writes acknowledged after the kill came from the
         # node that holds the VIP now, which the surviving electors name as primary.
         followed = bool(after) and new_addr is not None
+    if replica_reads is not None:
+        record["replica_reads"] = replica_reads
     record.update(
         ok=bool(after) and after[0] - kill_ms <= args.failover_timeout_s * 1000
-        and new is not None and not lost and followed,
+        and new is not None and not lost and followed
+        and (replica_reads is None or replica_reads["ok"]),
         followed=followed,
         new_primary=f"{new[0]}:{new[1]}" if new else None,
         acked=len(acked), acked_after_kill=len(after), nacks=len(nacks),
@@ -406,10 +417,45 @@ def run_once(target, client, run, args):
         record["problem"] = f"{len(lost)} acknowledged writes lost"
     elif not followed:
         record["problem"] = f"writes acknowledged after the kill, but the client never named {new_addr}"
+    elif replica_reads is not None and not replica_reads["ok"]:
+        record["problem"] = f"replica reads: {replica_reads['problem']}"
     # Put the cluster back to three nodes for the next run.
     sh("docker", "start", target.container(victim), capture=True)
     target.wait_ready(120)
     return record
+
+
+def replica_read_check(spec, lines, kill_ms, new, victim_ip):
+    """The replica-read check of a client that reads through its library's replica
+    routing (``rread MS KEY hit|miss ADDR`` lines): after the kill its reads must
+    come back, and none may be answered by the killed node. Reads served by the new
+    primary are counted, not failed: redis-py keeps a replica connection whose
+    server was promoted (it checks no role on a live connection), so when the
+    replica it read from is the one elected, it reads the primary from then on, on
+    real Sentinel as on us. Misses are counted, not failed: ``WAIT 1`` promises the
+    write on one replica, not on the one read."""
+    if not spec.get("replica_reads"):
+        return None
+    reads = [l.split() for l in lines if l.startswith("rread ")]
+    before = [r for r in reads if int(r[1]) <= kill_ms]
+    after = [r for r in reads if int(r[1]) > kill_ms]
+    new_addr = f"{new[0]}:{new[1]}" if new else None
+    from_primary = [r for r in after if r[4] == new_addr]
+    from_victim = [r for r in after if r[4].rsplit(":", 1)[0] == victim_ip]
+    out = dict(before=len(before), after=len(after),
+               hosts_after=sorted({r[4] for r in after}),
+               misses_after=sum(1 for r in after if r[3] == "miss"),
+               from_primary_after=len(from_primary), from_victim_after=len(from_victim),
+               first_after_ms=(int(after[0][1]) - kill_ms) if after else None)
+    problem = None
+    if not before:
+        problem = "no replica read answered before the kill"
+    elif not after:
+        problem = "no replica read answered after the kill"
+    elif from_victim:
+        problem = f"{len(from_victim)} reads after the kill answered by the killed node"
+    out.update(ok=problem is None, problem=problem)
+    return out
 
 
 def client_version(client):
@@ -508,6 +554,33 @@ def render(records, versions, args):
                         for e in r.get("first_errors", [])})[:3]
         if kinds:
             lines.append(f"- {client} on {target}: " + "; ".join(f"`{k}`" for k in kinds))
+    rr = [r for r in records if r.get("replica_reads")]
+    if rr:
+        lines += ["", "## Replica reads", "",
+                  "Clients that also read through their library's replica routing read each "
+                  "acknowledged key back through it. **after kill**: reads answered after the "
+                  "kill (median per run), by which nodes; **from primary**: of those, served by "
+                  "the new primary (redis-py keeps its connection to a replica that was promoted, "
+                  "and falls back to the primary when it knows no replica); **misses**: "
+                  "reads that did not find the key (`WAIT 1` promises one replica, not the "
+                  "one read). A run fails the check when reads never come back after the "
+                  "kill, or any is answered by the killed node.", "",
+                  "| client | target | runs ok | first read after kill, ms | reads after kill | answered by | from primary | misses |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for client, target in keys:
+            rs = [r for r in rr if r["client"] == client and r["target"] == target]
+            if not rs:
+                continue
+            ok = sum(1 for r in rs if r["replica_reads"]["ok"])
+            firsts = [r["replica_reads"]["first_after_ms"] for r in rs
+                      if r["replica_reads"]["first_after_ms"] is not None]
+            hosts = sorted({h for r in rs for h in r["replica_reads"]["hosts_after"]})
+            lines.append(
+                f"| {client} | {target} | {ok}/{len(rs)} | {fmt_ms(firsts)} "
+                f"| {statistics.median(r['replica_reads']['after'] for r in rs):g} "
+                f"| {', '.join(hosts) or '-'} "
+                f"| {sum(r['replica_reads']['from_primary_after'] for r in rs)} "
+                f"| {sum(r['replica_reads']['misses_after'] for r in rs)} |")
     extra = os.path.join(HERE, "NOTES.md")
     if os.path.exists(extra):
         lines += ["", open(extra).read().rstrip()]

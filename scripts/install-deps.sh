@@ -19,9 +19,10 @@ done
 # the health endpoints in the lab test. Neither service is started (policy-rc.d below).
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v haproxy >/dev/null 2>&1 || need_apt+=(haproxy)
-# The lab scripts need python3 (lab-status) and docker-compose v1 (the compose labs).
+# The lab scripts need python3 (lab-status) and Compose: v2 (`docker compose`) when the
+# machine has it, else Debian's docker-compose v1 (scripts/compose-cmd.sh).
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
-command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
+docker compose version >/dev/null 2>&1 || command -v docker-compose >/dev/null 2>&1 || need_apt+=(docker-compose)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "install-deps: apt-get install ${need_apt[*]}"
   export DEBIAN_FRONTEND=noninteractive

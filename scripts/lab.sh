@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Drives the docker-compose labs (compose/lab-{2,3,5,2w}.yml). Used by the Justfile:
+# Drives the Compose labs (compose/lab-{2,3,5,2w}.yml) with Compose v2 (`docker compose`)
+# or v1 (`docker-compose`), whichever is installed (scripts/compose-cmd.sh). Used by the Justfile:
 #   lab.sh up [N] [BACKEND]   build missing images, start, wait for an elected primary, print the table
 #                             (N = 2, 3, 5, or 2w: data nodes n1 and n2 and the witness n3)
 #   lab.sh down               remove the lab's containers, network and volumes (whatever N was)
@@ -29,7 +30,9 @@ log() { echo "lab: $*" >&2; }
 die() { echo "lab: ERROR: $*" >&2; exit 1; }
 
 command -v docker >/dev/null || die "docker not found: install Docker Engine"
-command -v docker-compose >/dev/null || die "docker-compose (v1) not found: apt-get install docker-compose"
+# shellcheck source=scripts/compose-cmd.sh
+. "$REPO/scripts/compose-cmd.sh"
+compose_detect || die "neither docker compose (v2) nor docker-compose (v1) found: apt-get install docker-compose"
 
 load_state() {
   LAB_N=""; LAB_BACKEND=""; LAB_PREFIX=""; LAB_MONITORING_ON=0; LAB_STATE_VIP=""
@@ -43,7 +46,7 @@ lab_containers() { docker ps -a --filter "label=com.docker.compose.project=$PROJ
 compose() {
   local files=(-f "$REPO/compose/lab-$LAB_N.yml")
   [ "${LAB_MONITORING_ON:-0}" != 1 ] || files+=(-f "$REPO/compose/monitoring.yml")
-  docker-compose -p "$PROJECT" "${files[@]}" "$@"
+  "${COMPOSE[@]}" -p "$PROJECT" "${files[@]}" "$@"
 }
 
 # The lab Prometheus's config: one job scraping every node's elector API every second,
@@ -128,7 +131,7 @@ cmd_up() {
   [ "$monitoring" != 1 ] || write_prometheus_config "$n" "$prefix"
 
   export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix" LAB_IMAGE="${NODE_IMAGE:-elector-node:latest}" LAB_VIP="$vip"
-  log "docker-compose up: $n$( [ -z "$(lab_witnesses "$n")" ] && echo " nodes" || echo ": data nodes n1 n2, witness $(lab_witnesses "$n")"), backend $backend, network $prefix.0/24${vip:+, vip $vip:6379}"
+  log "${COMPOSE[*]} up: $n$( [ -z "$(lab_witnesses "$n")" ] && echo " nodes" || echo ": data nodes n1 n2, witness $(lab_witnesses "$n")"), backend $backend, network $prefix.0/24${vip:+, vip $vip:6379}"
   local out
   if ! out="$(compose up -d --remove-orphans 2>&1)"; then
     echo "$out" >&2
@@ -138,7 +141,7 @@ cmd_up() {
     if grep -qiE 'address already in use|port is already allocated' <<<"$out"; then
       die "a lab host port (600i, 930i, 2640i on 127.0.0.1) is already in use"
     fi
-    die "docker-compose up failed"
+    die "${COMPOSE[*]} up failed"
   fi
   log "waiting for an elected primary (timeout ${LAB_UP_TIMEOUT:-90}s)"
   if ! print_table --wait "${LAB_UP_TIMEOUT:-90}"; then

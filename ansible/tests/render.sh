@@ -143,7 +143,45 @@ if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
     echo "   second run: changed=0 on every host (idempotent)"
   fi
 fi
-run_case lab3-redis lab-3.yml.example redis 3 none
+# The units carry the package's hardening; a data_dir outside /var/lib/elector (as
+# here: every path is redirected) is writable under ProtectSystem=strict, and
+# systemd accepts both units (systemd-analyze verify, when installed).
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
+  u="$tmp/lab3-kevy/out/node1/etc/systemd/system"
+  if grep -qx 'ProtectSystem=strict' "$u/elector.service" \
+      && grep -qx "ReadWritePaths=$tmp/lab3-kevy/out/node1/var/lib/elector" "$u/elector.service" \
+      && grep -qx "ReadWritePaths=-$tmp/lab3-kevy/out/node1/var/lib/elector" "$u/elector-watchdog.service" \
+      && grep -qx 'CapabilityBoundingSet=CAP_NET_ADMIN CAP_NET_BIND_SERVICE' "$u/elector.service"; then
+    echo "   units: ProtectSystem=strict, the custom data_dir writable, capabilities bounded"
+  else
+    echo "FAIL: lab3-kevy: $u/elector{,-watchdog}.service lack the hardening or the data_dir" >&2; fail=1
+  fi
+  if command -v systemd-analyze >/dev/null; then
+    if (cd "$u" && systemd-analyze verify ./elector.service ./elector-watchdog.service) >"$tmp/verify.out" 2>&1; then
+      echo "   systemd-analyze verify: both units ok"
+    else
+      echo "FAIL: systemd-analyze verify:" >&2; cat "$tmp/verify.out" >&2; fail=1
+    fi
+  fi
+fi
+# Every member names its Sentinel-compatible listener (SENTINEL sentinels lists the
+# others'), and elector_sentinel_port: null leaves them out.
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
+  n=$(grep -c '^    sentinel: ".*:26379"$' "$tmp/lab3-kevy/out/node1/etc/elector/elector.yaml" || true)
+  if [ "$n" = 3 ]; then
+    echo "   peers[].sentinel: 3 members with their listener"
+  else
+    echo "FAIL: lab3-kevy: $n peers with a sentinel address (want 3)" >&2; fail=1
+  fi
+fi
+run_case lab3-redis lab-3.yml.example redis 3 none -e '{"elector_sentinel_port": null}'
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
+  if grep -q 'sentinel' "$tmp/lab3-redis/out/node1/etc/elector/elector.yaml"; then
+    echo "FAIL: lab3-redis: elector_sentinel_port null still renders a sentinel address" >&2; fail=1
+  else
+    echo "   elector_sentinel_port: null renders no listener and no peers[].sentinel"
+  fi
+fi
 run_case lab5-kevy lab-5.yml.example kevy 5 shared_key
 run_case lab2-kevy lab-2.yml.example kevy 2 shared_key
 if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then

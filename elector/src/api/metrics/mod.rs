@@ -14,6 +14,7 @@
 //! loop at message rate (a few hundred per second at most), far below where
 //! contention would matter.
 
+mod build_info;
 mod families;
 pub(crate) mod limits;
 mod status_gauges;
@@ -305,6 +306,7 @@ impl Metrics {
     pub(crate) fn render(&self, status: &StatusSnapshot) -> String {
         let node = (Cow::Borrowed("node"), Cow::Owned(status.node_id.clone()));
         let mut registry = Registry::with_labels(std::iter::once(node));
+        build_info::register(&mut registry);
         status_gauges::register(&mut registry, status);
         self.counters.register(&mut registry);
         if let Some(limits) = self.limits.get() {

@@ -161,6 +161,7 @@ fn counters_count_by_label_and_known_reasons_start_at_zero() {
 /// here is a change of the operator interface (docs/interfaces.md).
 #[rustfmt::skip]
 const EXPOSED_FAMILIES: &[(&str, &str, &[&str], &str)] = &[
+    ("elector_build_info", "gauge", &["node", "version", "commit"], "Always 1; the labels name the version and git commit this elector was built from."),
     ("elector_role", "gauge", &["node", "role"], "1 for the role this node currently holds, 0 for the others."),
     ("elector_epoch", "gauge", &["node"], "Current election epoch."),
     ("elector_fenced", "gauge", &["node"], "1 while writes on the local data node are fenced."),
@@ -324,4 +325,15 @@ fn reasons_outside_the_known_list_are_listed_for_status_too() {
     let counts = m.rejected_counts();
     assert_eq!(counts.get("api_unauthorized"), Some(&1));
     assert_eq!(counts.len(), KNOWN_REJECT_REASONS.len() + 1);
+}
+
+#[test]
+fn the_build_info_gauge_names_this_binarys_version_and_commit_at_one() {
+    let text = Metrics::new().render(&snapshot());
+    let line = format!(
+        "elector_build_info{{node=\"n1\",version=\"{}\",commit=\"{}\"}} 1\n",
+        env!("CARGO_PKG_VERSION"),
+        env!("BUILD_GIT_COMMIT")
+    );
+    assert!(text.contains(&line), "no {line:?} in:\n{text}");
 }
