@@ -175,13 +175,13 @@ fn start(n: usize, rule: &[String]) -> Trio {
             "node_id: n{i}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\" }}\n\
              data_dir: {dir}/state{i}\n\
              data_node: {{ kind: redis, address: \"127.0.0.1:{d}\", username: elector, password_file: {pf} }}\n\
-             peers:\n{peers}{t}",
+             peers:\n{peers}timings: {t}\n",
             e = p.election,
             a = p.api,
             d = p.data,
             dir = dir.path().display(),
             pf = password_file.display(),
-            t = format!("timings: {}\n", support::SHORT_TIMINGS.0),
+            t = support::SHORT_TIMINGS.0,
         );
         let config = dir.path().join(format!("n{i}.yaml"));
         std::fs::write(&config, yaml).unwrap();
