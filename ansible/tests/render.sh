@@ -214,11 +214,16 @@ if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
   gt_json=$(printf '>%s' "$auth_pw" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')
   if grep -qxF "requirepass $pw_json" "$d/etc/redis/elector-datanode.conf" \
       && grep -qxF "masterauth $pw_json" "$d/etc/redis/elector-datanode.conf" \
-      && grep -qxF "masteruser elector" "$d/etc/redis/elector-datanode.conf" \
-      && grep -qxF "user elector on $gt_json ~* &* +@all" "$d/etc/redis/elector-datanode.conf" \
+      && grep -qxF "masteruser elector-replication" "$d/etc/redis/elector-datanode.conf" \
+      && grep -qxF "user elector on $gt_json $(sed -n 's/^user elector on >PASSWORD //p' "$repo/docs/security.md")" "$d/etc/redis/elector-datanode.conf" \
+      && grep -qxF "user elector-replication on $gt_json $(sed -n 's/^user elector-replication on >PASSWORD //p' "$repo/docs/security.md")" "$d/etc/redis/elector-datanode.conf" \
       && grep -qxF "  username: \"elector\"" "$d/etc/elector/elector.yaml" \
-      && grep -qxF "  password: $pw_json" "$d/etc/elector/elector.yaml"; then
-    echo "   redis credentials: the same user and password in elector.yaml and redis.conf"
+      && grep -qxF "  password_file: \"$d/etc/elector/redis.password\"" "$d/etc/elector/elector.yaml" \
+      && [ "$(cat "$d/etc/elector/redis.password")" = "$auth_pw" ] \
+      && [ "$(stat -c %a "$d/etc/elector/redis.password")" = 600 ] \
+      && [ "$(stat -c %a "$d/etc/elector/auth.key")" = 600 ] \
+      && ! grep -q '^  password:' "$d/etc/elector/elector.yaml"; then
+    echo "   redis credentials: the same user and password in elector.yaml (password_file, 0600) and redis.conf"
   else
     echo "FAIL: redis credentials differ between $d/etc/elector/elector.yaml and redis.conf" >&2; fail=1
   fi
@@ -232,8 +237,9 @@ if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
     redis-server "$rdir/r.conf" >"$rdir/log" 2>&1 & rpid=$!
     for _ in $(seq 50); do [ -S "$rdir/r.sock" ] && break; sleep 0.1; done
     if REDISCLI_AUTH="$auth_pw" redis-cli -s "$rdir/r.sock" --user elector PING 2>/dev/null | grep -qx PONG \
+        && REDISCLI_AUTH="$auth_pw" redis-cli -s "$rdir/r.sock" --user elector SET k v 2>/dev/null | grep -q NOPERM \
         && redis-cli -s "$rdir/r.sock" PING 2>/dev/null | grep -q NOAUTH; then
-      echo "   redis-server loads the rendered redis.conf; the ACL user logs in, no password is refused"
+      echo "   redis-server loads the rendered redis.conf; the ACL user logs in and may not SET, no password is refused"
     else
       echo "FAIL: redis-server with the rendered redis.conf (log $rdir/log):" >&2; cat "$rdir/log" >&2; fail=1
     fi

@@ -141,10 +141,7 @@ pub async fn run(
         config.data_node.as_ref(),
     ) {
         (Some(node), Some(dn)) => {
-            let credentials = datanode::Credentials {
-                username: dn.username.clone(),
-                password: dn.password.clone(),
-            };
+            let credentials = dn.credentials();
             let tether = Arc::new(datanode::tether::Tether::new(&dn.address, &credentials));
             let gate = match (gate_listener, config.gate_forward()) {
                 (Some(listener), Some(forward)) => {

@@ -141,3 +141,105 @@ fn a_witness_with_a_data_node_or_a_data_member_without_one_is_refused() {
     let (ok, out) = check(&missing);
     assert!(!ok && out.contains("peer n2: data is missing"), "{out}");
 }
+
+/// A 2w/n1 config on Redis whose password and shared key come from
+/// `password_line` and `auth_lines` (YAML, two-space indented).
+fn redis_secrets(password_line: &str, auth_lines: &str) -> String {
+    example("2w/n1.yaml")
+        .replace(
+            "  kind: kevy                  # kevy | redis\n",
+            &format!("  kind: redis\n  username: elector\n  {password_line}\n"),
+        )
+        .replace(
+            "  mode: none                  # shared_key + key/key_file authenticates every message\n",
+            auth_lines,
+        )
+}
+
+fn secret(dir: &Path, name: &str, text: &str, mode: u32) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+#[test]
+fn check_config_accepts_secrets_in_files_only_the_elector_reads_without_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let pw = secret(dir.path(), "redis.password", "p@ss:w/rd#1\n", 0o600);
+    let key = secret(dir.path(), "auth.key", "0123456789abcdef0123\n", 0o400);
+    let (ok, out) = check(&redis_secrets(
+        &format!("password_file: {}", pw.display()),
+        &format!("  mode: shared_key\n  key_file: {}\n", key.display()),
+    ));
+    assert!(ok, "{out}");
+    assert!(!out.contains("inline"), "{out}");
+    assert!(
+        !out.contains("p@ss") && !out.contains("0123456789abcdef"),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_config_refuses_a_password_file_or_key_file_its_group_or_others_can_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let good_pw = secret(dir.path(), "good.password", "pw\n", 0o600);
+    let good_key = secret(dir.path(), "good.key", "0123456789abcdef0123\n", 0o600);
+    let open_pw = secret(dir.path(), "open.password", "pw\n", 0o644);
+    let open_key = secret(dir.path(), "open.key", "0123456789abcdef0123\n", 0o640);
+    let (ok, out) = check(&redis_secrets(
+        &format!("password_file: {}", open_pw.display()),
+        &format!("  mode: shared_key\n  key_file: {}\n", good_key.display()),
+    ));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "data_node.password_file {} has mode 0644",
+            open_pw.display()
+        )),
+        "{out}"
+    );
+    let (ok, out) = check(&redis_secrets(
+        &format!("password_file: {}", good_pw.display()),
+        &format!("  mode: shared_key\n  key_file: {}\n", open_key.display()),
+    ));
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!(
+            "auth.key_file {} has mode 0640",
+            open_key.display()
+        )),
+        "{out}"
+    );
+    let (ok, out) = check(&redis_secrets(
+        &format!("password_file: {}", dir.path().join("missing").display()),
+        "  mode: none\n",
+    ));
+    assert!(
+        !ok && out.contains("data_node.password_file") && out.contains("cannot read it"),
+        "{out}"
+    );
+}
+
+#[test]
+fn check_config_warns_on_inline_secrets_and_refuses_a_short_key() {
+    let (ok, out) = check(&redis_secrets(
+        "password: 'p@ss'",
+        "  mode: shared_key\n  key: 0123456789abcdef0123\n",
+    ));
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("warning: data_node.password is inline")
+            && out.contains("warning: auth.key is inline"),
+        "{out}"
+    );
+    let (ok, out) = check(&redis_secrets(
+        "password: 'p@ss'",
+        "  mode: shared_key\n  key: too-short\n",
+    ));
+    assert!(
+        !ok && out.contains("auth key is 9 bytes: at least 16"),
+        "{out}"
+    );
+}

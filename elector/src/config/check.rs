@@ -135,6 +135,7 @@ impl Config {
                 ));
             }
             self.check_replication_gate(dn, &mut errors, &mut warnings);
+            check_password_source(dn, &mut errors, &mut warnings);
         }
         if !valid_listen(&self.listen.election) {
             errors.push(format!(
@@ -263,15 +264,16 @@ impl Config {
             _ => {}
         }
         if let Some(dn) = &self.data_node {
-            if dn.kind == DataNodeKind::Kevy && (dn.password.is_some() || dn.username.is_some()) {
+            let has_password = dn.password.is_some() || dn.password_file.is_some();
+            if dn.kind == DataNodeKind::Kevy && (has_password || dn.username.is_some()) {
                 errors.push(
-                    "data_node: kevy 7.0.0 has no AUTH; remove data_node.username and password (protect it by binding loopback or a private network)"
+                    "data_node: kevy 7.0.0 has no AUTH; remove data_node.username, password and password_file (protect it by binding loopback or a private network)"
                         .into(),
                 );
             }
-            if dn.username.is_some() && dn.password.is_none() {
+            if dn.username.is_some() && !has_password {
                 errors.push(
-                    "data_node.username is set without data_node.password (an ACL user authenticates with both)"
+                    "data_node.username is set without data_node.password_file or password (an ACL user authenticates with both)"
                         .into(),
                 );
             }
@@ -286,6 +288,31 @@ impl Config {
                 "{data} data node(s) and {witnesses} witness(es): a cluster with witnesses needs at least two data nodes, or there is nobody to fail over to (protocol §4.5)"
             ));
         }
+    }
+}
+
+/// `data_node.password` or `password_file`, not both; the file must be the
+/// elector's alone; inline is for labs.
+fn check_password_source(
+    dn: &DataNodeConfig,
+    errors: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    match (&dn.password, &dn.password_file) {
+        (Some(_), Some(_)) => errors.push(
+            "data_node.password and data_node.password_file are both set; use one (password_file for production)"
+                .into(),
+        ),
+        (None, Some(path)) if dn.kind == DataNodeKind::Redis => {
+            if let Err(e) = read_secret_file("data_node.password_file", path) {
+                errors.push(e.to_string());
+            }
+        }
+        (Some(_), None) if dn.kind == DataNodeKind::Redis => warnings.push(
+            "data_node.password is inline in the config file (lab use only): put it in data_node.password_file, mode 0600, owned by the elector's user"
+                .into(),
+        ),
+        _ => {}
     }
 }
 

@@ -16,8 +16,10 @@ mod prescan;
 pub use check::check_cluster;
 pub mod reference;
 mod render;
+mod secret_file;
 pub use prescan::{prescan, PrescanError, MAX_BYTES};
 pub use render::{BackendArg, RenderArgs, RenderError};
+pub use secret_file::{read_secret_file, SecretFileError};
 
 /// Where `elector run` looks when `--config` is not given.
 pub const ENV_VAR: &str = "ELECTOR_CONFIG";
@@ -164,8 +166,18 @@ pub struct DataNodeConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
     /// Sent as a typed field, never spliced into a URL: any characters.
+    /// Inline, it is for labs (a warning says so); prefer `password_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
+    /// A file holding the password (its trailing newline is not part of
+    /// it), readable by the elector's user alone (mode 0600 or 0400): a
+    /// file its group or others can read is refused. Not with `password`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<PathBuf>,
+    /// The password read from `password_file` when the config was loaded.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub(crate) password_from_file: Option<crate::net::auth::Secret>,
     /// kevy: abort this host's hanging connects to the primary a replica
     /// leaves (`ss -K`, needs CAP_NET_ADMIN), so kevy's `REPLICAOF` does
     /// not wait out its 5 s connect timeout; and hold the node's connects
@@ -202,6 +214,32 @@ pub struct DataNodeConfig {
     /// listen_port_base` = client port + this): only the gate dials it.
     #[serde(default = "default_local_repl_offset")]
     pub local_replication_port_offset: u16,
+}
+
+impl DataNodeConfig {
+    /// How the elector and its watchdog log in to the data node: the inline
+    /// password, or the one read from `password_file` at load.
+    pub(crate) fn credentials(&self) -> crate::datanode::Credentials {
+        crate::datanode::Credentials {
+            username: self.username.clone(),
+            password: self.password.clone().or_else(|| {
+                self.password_from_file
+                    .as_ref()
+                    .map(|s| String::from_utf8_lossy(s.expose()).into_owned())
+            }),
+        }
+    }
+
+    /// Reads `password_file` into the config (after [`Config::check`]
+    /// accepted it).
+    fn resolve_secrets(&mut self) -> Result<(), SecretFileError> {
+        if let Some(path) = &self.password_file {
+            self.password_from_file = Some(crate::net::auth::Secret::from_string(
+                read_secret_file("data_node.password_file", path)?,
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
@@ -436,11 +474,19 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let config: Config = serde_yaml::from_str(text).map_err(|source| ConfigError::Parse {
+    let mut config: Config = serde_yaml::from_str(text).map_err(|source| ConfigError::Parse {
         path: path.to_path_buf(),
         source,
     })?;
-    let (problems, warnings) = config.check();
+    let (mut problems, warnings) = config.check();
+    if problems.is_empty() {
+        if let Some(dn) = config.data_node.as_mut() {
+            // Checked a moment ago; a file changed since is refused here.
+            if let Err(e) = dn.resolve_secrets() {
+                problems.push(e.to_string());
+            }
+        }
+    }
     if problems.is_empty() {
         Ok(Loaded { config, warnings })
     } else {

@@ -209,6 +209,8 @@ impl RenderArgs {
                 replication_port_offset: super::default_repl_offset(),
                 username: None,
                 password: None,
+                password_file: None,
+                password_from_file: None,
                 abort_stale_connects: super::default_abort_stale_connects(),
                 ack_nudge: super::default_ack_nudge(),
                 kevy_reconnect_window_ms: super::default_kevy_reconnect_window_ms(),

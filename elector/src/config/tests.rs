@@ -242,3 +242,142 @@ fn a_vip_and_preemption_are_read_and_a_bad_vip_is_a_problem() {
     let bad = format!("{GOOD}vip: {{ address: \"10.77.0.100\", interface: eth0 }}\n");
     assert!(problems(&bad).iter().any(|p| p.contains("vip.address")));
 }
+
+/// `GOOD` with a Redis data node whose password is `source` (YAML flow map
+/// entries).
+fn redis_with(source: &str) -> String {
+    GOOD.replace(
+        "data_node: { kind: kevy, address: \"127.0.0.1:6001\" }",
+        &format!("data_node: {{ kind: redis, address: \"127.0.0.1:6001\", username: elector, {source} }}"),
+    )
+}
+
+fn secret_file(dir: &Path, text: &str, mode: u32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.join("redis.password");
+    std::fs::write(&path, text).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path
+}
+
+#[test]
+fn a_password_file_only_the_elector_reads_is_loaded_into_the_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = secret_file(dir.path(), "p@ss:w/rd#1\n", 0o600);
+    let loaded = parse(
+        &redis_with(&format!("password_file: {}", path.display())),
+        Path::new("t.yaml"),
+    )
+    .unwrap();
+    assert!(
+        !loaded.warnings.iter().any(|w| w.contains("password")),
+        "{:?}",
+        loaded.warnings
+    );
+    let dn = loaded.config.data_node.unwrap();
+    let c = dn.credentials();
+    assert_eq!(c.username.as_deref(), Some("elector"));
+    assert_eq!(c.password.as_deref(), Some("p@ss:w/rd#1"));
+    assert!(!format!("{dn:?}").contains("p@ss"), "{dn:?}");
+}
+
+#[test]
+fn a_password_file_its_group_or_others_can_read_is_refused_naming_the_key_and_the_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    for mode in [0o640, 0o644, 0o604] {
+        let path = secret_file(dir.path(), "s3cret", mode);
+        let p = problems(&redis_with(&format!("password_file: {}", path.display())));
+        assert!(
+            p.iter().any(|p| p.contains("data_node.password_file")
+                && p.contains(&format!("{mode:04o}"))
+                && !p.contains("s3cret")),
+            "{p:?}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_password_file_is_refused_naming_the_key_and_the_path() {
+    let p = problems(&redis_with("password_file: /nonexistent/redis.password"));
+    assert!(
+        p.iter()
+            .any(|p| p.contains("data_node.password_file /nonexistent/redis.password")),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn password_and_password_file_together_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = secret_file(dir.path(), "s3cret", 0o600);
+    let p = problems(&redis_with(&format!(
+        "password: x, password_file: {}",
+        path.display()
+    )));
+    assert!(p.iter().any(|p| p.contains("both set")), "{p:?}");
+}
+
+#[test]
+fn an_inline_password_still_works_and_warns_that_it_is_for_labs() {
+    let loaded = parse(&redis_with("password: 'p@ss'"), Path::new("t.yaml")).unwrap();
+    assert!(
+        loaded
+            .warnings
+            .iter()
+            .any(|w| w.contains("data_node.password is inline") && w.contains("password_file")),
+        "{:?}",
+        loaded.warnings
+    );
+    let c = loaded.config.data_node.unwrap().credentials();
+    assert_eq!(c.password.as_deref(), Some("p@ss"));
+}
+
+#[test]
+fn a_kevy_password_file_is_refused_because_kevy_has_no_auth() {
+    let yaml = GOOD.replace(
+        "data_node: { kind: kevy, address: \"127.0.0.1:6001\" }",
+        "data_node: { kind: kevy, address: \"127.0.0.1:6001\", password_file: /etc/x }",
+    );
+    assert!(
+        problems(&yaml)
+            .iter()
+            .any(|p| p.contains("kevy 7.0.0 has no AUTH")),
+        "{:?}",
+        problems(&yaml)
+    );
+}
+
+#[test]
+fn an_auth_key_file_others_can_read_and_a_short_inline_key_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = secret_file(dir.path(), "a-long-enough-shared-key", 0o644);
+    let open = format!(
+        "{GOOD}auth: {{ mode: shared_key, key_file: {} }}\n",
+        path.display()
+    );
+    assert!(
+        problems(&open)
+            .iter()
+            .any(|p| p.contains("auth.key_file") && p.contains("0644")),
+        "{:?}",
+        problems(&open)
+    );
+    let short = format!("{GOOD}auth: {{ mode: shared_key, key: short }}\n");
+    assert!(
+        problems(&short)
+            .iter()
+            .any(|p| p.contains("auth key is 5 bytes: at least 16")),
+        "{:?}",
+        problems(&short)
+    );
+    let inline = format!("{GOOD}auth: {{ mode: shared_key, key: a-long-enough-shared-key }}\n");
+    let loaded = parse(&inline, Path::new("t.yaml")).unwrap();
+    assert!(
+        loaded
+            .warnings
+            .iter()
+            .any(|w| w.contains("auth.key is inline")),
+        "{:?}",
+        loaded.warnings
+    );
+}

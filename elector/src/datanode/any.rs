@@ -5,7 +5,7 @@
 use super::kevy::SharedFiles;
 use super::kevy_policy::KevySettings;
 use super::{
-    stale_connect, Credentials, DataNodeAdapter, DataNodeError, KevyNode, NowhereHold, RedisNode,
+    stale_connect, DataNodeAdapter, DataNodeError, KevyNode, NowhereHold, RedisNode,
     ReplicationInfo,
 };
 use crate::config::{Config, DataNodeKind};
@@ -37,10 +37,7 @@ impl AnyNode {
 
     fn build(config: &Config, hold: bool) -> Option<AnyNode> {
         let dn = config.data_node.as_ref()?;
-        let credentials = Credentials {
-            username: dn.username.clone(),
-            password: dn.password.clone(),
-        };
+        let credentials = dn.credentials();
         Some(match dn.kind {
             DataNodeKind::Kevy => AnyNode::Kevy(Box::new(KevyNode::new(
                 &dn.address,

@@ -148,6 +148,12 @@ impl RespClient {
                 self.conn = None;
                 Err(DataNodeError::Unreachable(e.to_string()))
             }
+            Ok(Err(e)) if e.code() == Some("NOPERM") => Err(DataNodeError::Refused {
+                command: command(),
+                message: format!(
+                    "{e}: the data node's ACL denies data_node.username a command the elector needs (the rule: docs/security.md)"
+                ),
+            }),
             Ok(Err(e)) => Err(DataNodeError::Refused {
                 command: command(),
                 message: e.to_string(),

@@ -6,6 +6,12 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::config::{read_secret_file, SecretFileError};
+
+/// The shortest shared key accepted: an HMAC key shorter than this can be
+/// guessed offline from one captured frame.
+pub const MIN_KEY_BYTES: usize = 16;
+
 /// Default tolerated clock difference between nodes.
 pub const DEFAULT_MAX_SKEW_MS: u64 = 30_000;
 
@@ -34,6 +40,11 @@ impl Secret {
         Secret(s.into())
     }
 
+    /// A secret read from a file (`data_node.password_file`).
+    pub(crate) fn from_string(s: String) -> Self {
+        Secret(s)
+    }
+
     pub(crate) fn expose(&self) -> &[u8] {
         self.0.as_bytes()
     }
@@ -52,11 +63,14 @@ pub struct AuthConfig {
     /// `none` or `shared_key`.
     #[serde(default)]
     pub mode: AuthMode,
-    /// The shared key itself (`shared_key`); prefer `key_file`.
+    /// The shared key itself (`shared_key`), at least 16 bytes; inline, it
+    /// is for labs (a warning says so): prefer `key_file`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<String>")]
     pub key: Option<Secret>,
-    /// A file holding the shared key (readable by the elector only).
+    /// A file holding the shared key (at least 16 bytes; its trailing
+    /// newline is not part of it), readable by the elector's user alone
+    /// (mode 0600 or 0400): a file its group or others can read is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
     /// Largest accepted difference between a frame's timestamp and ours.
@@ -92,17 +106,16 @@ pub enum AuthConfigError {
     KeyAndKeyFile,
     #[error("auth key is empty")]
     EmptyKey,
-    #[error("reading auth.key_file {path}: {source}")]
-    KeyFile {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("auth key is {0} bytes: at least {MIN_KEY_BYTES} are needed (for example `openssl rand -hex 32`)")]
+    TooShort(usize),
+    #[error(transparent)]
+    KeyFile(#[from] SecretFileError),
 }
 
 impl AuthConfig {
     /// The key bytes for `shared_key`, `None` for mode `none`. A key file's
-    /// trailing newline is not part of the key (editors and `echo` add one).
+    /// trailing newline is not part of the key (editors and `echo` add one);
+    /// the file must be readable by its owner alone ([`read_secret_file`]).
     pub fn load_key(&self) -> Result<Option<Secret>, AuthConfigError> {
         if self.mode == AuthMode::None {
             return Ok(None);
@@ -111,17 +124,13 @@ impl AuthConfig {
             (Some(_), Some(_)) => return Err(AuthConfigError::KeyAndKeyFile),
             (None, None) => return Err(AuthConfigError::MissingKey),
             (Some(k), None) => k.clone(),
-            (None, Some(path)) => {
-                let text =
-                    std::fs::read_to_string(path).map_err(|source| AuthConfigError::KeyFile {
-                        path: path.clone(),
-                        source,
-                    })?;
-                Secret(text.trim_end_matches(['\n', '\r']).to_string())
-            }
+            (None, Some(path)) => Secret(read_secret_file("auth.key_file", path)?),
         };
         if key.0.is_empty() {
             return Err(AuthConfigError::EmptyKey);
+        }
+        if key.0.len() < MIN_KEY_BYTES {
+            return Err(AuthConfigError::TooShort(key.0.len()));
         }
         Ok(Some(key))
     }
@@ -140,10 +149,11 @@ impl AuthConfig {
                 }
             }
             AuthMode::SharedKey => {
-                if let Some(k) = &self.key {
-                    if k.0.len() < 16 {
-                        w.push("auth.key is shorter than 16 bytes".into());
-                    }
+                if self.key.is_some() {
+                    w.push(
+                        "auth.key is inline in the config file (lab use only): put it in auth.key_file, mode 0600, owned by the elector's user"
+                            .into(),
+                    );
                 }
             }
         }

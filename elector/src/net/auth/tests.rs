@@ -4,10 +4,12 @@ use proptest::prelude::*;
 
 const NOW: u64 = 1_760_000_000_000;
 
+/// A config whose key is `key` padded to the minimum length (distinct
+/// `key`s stay distinct keys).
 fn cfg(key: &str) -> AuthConfig {
     AuthConfig {
         mode: AuthMode::SharedKey,
-        key: Some(Secret::new(key)),
+        key: Some(Secret::new(format!("{key}:padded-to-16-bytes"))),
         key_file: None,
         max_skew_ms: DEFAULT_MAX_SKEW_MS,
     }
@@ -190,7 +192,8 @@ fn the_key_never_appears_in_debug_output() {
 
 #[test]
 fn config_parses_from_yaml_and_validates_the_key_source() {
-    let c: AuthConfig = serde_yaml::from_str("mode: shared_key\nkey: abc\n").expect("yaml");
+    let c: AuthConfig =
+        serde_yaml::from_str("mode: shared_key\nkey: abcdefghijklmnop\n").expect("yaml");
     assert_eq!(c.mode, AuthMode::SharedKey);
     assert_eq!(c.max_skew_ms, DEFAULT_MAX_SKEW_MS);
     assert!(c.load_key().expect("key").is_some());
@@ -206,7 +209,9 @@ fn config_parses_from_yaml_and_validates_the_key_source() {
 
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("key");
-    std::fs::write(&path, "from-file\n").expect("write");
+    std::fs::write(&path, "from-file:padded-to-16-bytes\n").expect("write");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
     let from_file: AuthConfig =
         serde_yaml::from_str(&format!("mode: shared_key\nkey_file: {}\n", path.display()))
             .expect("yaml");
@@ -216,6 +221,58 @@ fn config_parses_from_yaml_and_validates_the_key_source() {
         .expect("trailing newline is not part of the key");
 
     assert!(serde_yaml::from_str::<AuthConfig>("mode: hmac\n").is_err());
+}
+
+#[test]
+fn a_key_shorter_than_16_bytes_is_refused_inline_or_from_a_file() {
+    let short: AuthConfig =
+        serde_yaml::from_str("mode: shared_key\nkey: fifteen-bytes!!\n").expect("yaml");
+    let e = short.load_key().unwrap_err();
+    assert!(matches!(e, AuthConfigError::TooShort(15)), "{e}");
+    assert!(e.to_string().contains("at least 16"), "{e}");
+    assert!(Authenticator::new(&short, "n1", NOW).is_err());
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("key");
+    std::fs::write(&path, "short\n").expect("write");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .expect("chmod");
+    let from_file: AuthConfig =
+        serde_yaml::from_str(&format!("mode: shared_key\nkey_file: {}\n", path.display()))
+            .expect("yaml");
+    assert!(matches!(
+        from_file.load_key(),
+        Err(AuthConfigError::TooShort(5))
+    ));
+}
+
+#[test]
+fn a_key_file_others_can_read_is_refused_and_an_inline_key_warns() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("key");
+    std::fs::write(&path, "a-long-enough-shared-key\n").expect("write");
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o640))
+        .expect("chmod");
+    let c: AuthConfig =
+        serde_yaml::from_str(&format!("mode: shared_key\nkey_file: {}\n", path.display()))
+            .expect("yaml");
+    let e = c.load_key().unwrap_err();
+    assert!(
+        e.to_string().contains("auth.key_file") && e.to_string().contains("0640"),
+        "{e}"
+    );
+    assert!(c.warnings().is_empty(), "{:?}", c.warnings());
+
+    let inline: AuthConfig =
+        serde_yaml::from_str("mode: shared_key\nkey: a-long-enough-shared-key\n").expect("yaml");
+    assert!(
+        inline
+            .warnings()
+            .iter()
+            .any(|w| w.contains("auth.key is inline")),
+        "{:?}",
+        inline.warnings()
+    );
     assert!(serde_yaml::from_str::<AuthConfig>("mode: none\nkeys: x\n").is_err());
 }
 
