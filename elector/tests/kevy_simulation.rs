@@ -24,6 +24,8 @@ const OLD_RULES: Faults = Faults {
     no_lease_fencing: false,
     ignore_floor: true,
     repromote_in_epoch: true,
+    trust_another_stream: false,
+    hold_a_lost_lease: false,
 };
 
 fn world(seed: u64, gate: bool) -> World {

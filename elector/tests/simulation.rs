@@ -236,10 +236,11 @@ fn seeds() -> Vec<u64> {
 
 /// kevy schedules that once failed, run whatever the seed count (unless
 /// `SIM_SEED` picks one): 919 (5 nodes, a replica promoted by hand offered
-/// its new feed generation's offset as its data epoch's and was elected
-/// without write 408: `Unproven::LeftStream`), 1566 and 2024 (2 + witness
-/// and 3 nodes: a primary fenced for good beside replicas below their
-/// floors: `Reason::FencedTooLong`).
+/// another stream's offset as its data epoch's and was elected without
+/// write 408: `Unproven::LeftStream`; found while the model's hand
+/// promotion kept the generation), 1566 and 2024 (2 + witness and 3 nodes:
+/// a primary fenced for good beside replicas below their floors:
+/// `Reason::FencedTooLong`).
 const KEVY_REGRESSION_SEEDS: &[u64] = &[919, 1566, 2024];
 
 /// `seeds` and, unless one seed was asked for, `regressions` after them.
@@ -410,6 +411,32 @@ fn skipping_the_lease_fence_is_caught_by_the_invariants() {
     });
     let (seed, e) = found.expect("no seed exposed no_lease_fencing");
     eprintln!("seed {seed}: {e}");
+}
+
+/// The first of `seeds` whose kevy schedule fails under `faults`.
+fn first_failing_kevy_seed(seeds: &[u64], faults: Faults) -> Option<(u64, String)> {
+    seeds.iter().find_map(|&seed| {
+        let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xce77);
+        let membership = [(3, 0), (5, 0), (2, 1)][pick.gen_range(0..3)];
+        run_schedule_on(seed, membership, faults, pick, None, true)
+            .err()
+            .map(|f| (seed, f.1))
+    })
+}
+
+/// §6.9: without `fenced_too_long`, kevy seeds 1566 and 2024 end with a
+/// primary fenced for good and nobody else electable.
+#[test]
+fn holding_a_lost_lease_for_ever_is_caught_by_the_convergence_check() {
+    let faults = Faults {
+        hold_a_lost_lease: true,
+        ..Faults::default()
+    };
+    for seed in [1566, 2024] {
+        let (_, e) = first_failing_kevy_seed(&[seed], faults)
+            .unwrap_or_else(|| panic!("seed {seed} no longer exposes hold_a_lost_lease"));
+        assert!(e.contains("still fenced"), "seed {seed}: {e}");
+    }
 }
 
 // ----- Parts that fail alone: one focused schedule per finding (protocol §6.8, §6.9, §6.2.1, §6.4.1) -----

@@ -548,6 +548,8 @@ impl Config {
             no_lease_fencing: has("no_lease_fencing"),
             ignore_floor: has("ignore_floor"),
             repromote_in_epoch: has("repromote_in_epoch"),
+            trust_another_stream: has("trust_another_stream"),
+            hold_a_lost_lease: has("hold_a_lost_lease"),
         }
     }
 

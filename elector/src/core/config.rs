@@ -153,6 +153,12 @@ pub struct Faults {
     /// A kevy primary demoted in its epoch is promoted again in the same
     /// epoch (a second stream under one `data_epoch`).
     pub repromote_in_epoch: bool,
+    /// A kevy reading in another stream than the data epoch's keeps the
+    /// position proven (kevy seed 919, §6.10 "A reading in another stream").
+    pub trust_another_stream: bool,
+    /// A primary fenced by a lost lease holds on for ever (kevy seeds 1566
+    /// and 2024, §6.9).
+    pub hold_a_lost_lease: bool,
 }
 
 /// What the core must know of its data node's kind (§6.10).

@@ -148,12 +148,14 @@ impl Core {
     /// offset says nothing of what the node holds of the data epoch's. It
     /// stands and votes again once a claim or a reading in the recorded
     /// stream ties it back (§6.10). The simulator found it (kevy seed 919,
-    /// 5 nodes): a replica promoted by hand, fenced again, offered its new
-    /// generation's 367 frames as its data epoch's, outranked the holders
-    /// of write 408 and was elected without it. Redis continues its stream
-    /// across a promotion (`master_replid2`), so this is kevy's only.
+    /// 5 nodes, with a hand promotion modelled as keeping the generation):
+    /// a replica promoted by hand, fenced again, offered another stream's
+    /// 367 frames as its data epoch's, outranked the holders of write 408
+    /// and was elected without it. Redis continues its stream across a
+    /// promotion (`master_replid2`), so this is kevy's only.
     pub(super) fn disprove_on_another_stream(&mut self, obs: &Observation) {
         if !self.cfg.backend.promotion_restarts_stream
+            || self.cfg.faults.trust_another_stream
             || self.data.proof != Proof::Proven
             || !obs.reachable
             || obs.stream.is_none()

@@ -62,6 +62,9 @@ impl Core {
     /// replica below its floor and a witness, after the final heal). Once
     /// resigned it stands like any node, with its proven position.
     fn give_up_a_lease_lost_too_long(&mut self) {
+        if self.cfg.faults.hold_a_lost_lease {
+            return;
+        }
         let give_up = self.cfg.timings.fenced_give_up_ms();
         let Some(l) = self.role.leadership() else {
             return;
