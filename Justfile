@@ -120,6 +120,10 @@ conformance-chaos-short:
 conformance-parts:
     cargo run -p conformance --release -- run --tag parts --backend both
 
+# the primary's data node wiped and started again after 0, 30, 100 and 1000 ms (DATA_NODE_RESTART_GAP_MS) under its running elector, RESTART_GAP_SEEDS seeds (default 5), both backends (about 25 minutes; the 0 ms one is in the quick suite)
+conformance-restart-gaps:
+    cargo run -p conformance --release -- run --tag restart-gap --seeds "${RESTART_GAP_SEEDS:-5}" --backend both
+
 # partitions of 10-60 s and a one-way cut healing within seconds, and a half-HELLO flood, both backends
 conformance-heal:
     cargo run -p conformance --release -- run --tag heal --backend both

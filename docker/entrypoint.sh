@@ -43,6 +43,9 @@
 #   DATA_NODE_RESTART    0 (default): the container exits when the data node dies;
 #                        1: the entrypoint restarts the data node under the running
 #                        elector, as systemd's Restart= would (parts failing alone)
+#   DATA_NODE_RESTART_GAP_MS  with DATA_NODE_RESTART=1, how long the data node stays
+#                        dead before it is started again (default 300; 0 = at once, as
+#                        a supervisor can; safety must not depend on it, issue 34)
 #   VIP                  optional virtual IP that follows the writable primary
 #                        (docs/vip.md): ADDRESS or ADDRESS/PREFIX (no prefix: /32, the
 #                        address alone, no extra subnet route). Adds the config's `vip`
@@ -104,6 +107,7 @@ KEVY_PARK_TIMEOUT_MS=$(num KEVY_PARK_TIMEOUT_MS 10)
 DATA_PORT_BASE=$(num DATA_PORT_BASE 6379)
 WATCHDOG=$(num WATCHDOG 1)
 DATA_NODE_RESTART=$(num DATA_NODE_RESTART 0)
+DATA_NODE_RESTART_GAP_MS=$(num DATA_NODE_RESTART_GAP_MS 300)
 ELECTOR_USER="${ELECTOR_USER:-elector}"
 ELECTOR_NOFILE=$(num ELECTOR_NOFILE 1024)
 
@@ -358,14 +362,18 @@ while :; do
   if [ -n "${exited:-}" ] && [ "$exited" = "$DATA_PID" ] && [ "$DATA_NODE_RESTART" = 1 ] && [ "$STOPPING" = 0 ]; then
     # The data node failed alone: start it again under the running elector,
     # which notices the new process and decides again (protocol §6.8).
-    log "$BACKEND exited (rc=$rc): restarting it (DATA_NODE_RESTART=1)"
-    sleep 0.3
+    log "$BACKEND exited (rc=$rc): restarting it in ${DATA_NODE_RESTART_GAP_MS} ms (DATA_NODE_RESTART=1)"
+    [ "$DATA_NODE_RESTART_GAP_MS" = 0 ] || sleep "$(awk -v ms="$DATA_NODE_RESTART_GAP_MS" 'BEGIN { printf "%.3f", ms / 1000 }')"
     "start_$BACKEND"
     continue
   fi
   if [ -n "${exited:-}" ] && [ "$exited" = "$WATCHDOG_PID" ] && [ "$STOPPING" = 0 ]; then
-    log "the watchdog exited (rc=$rc): running on without it"
-    WATCHDOG_PID=""
+    # As the package's unit does (Restart=always, RestartSec=1): the
+    # dead-man switch must not stay dead because it crashed once.
+    log "the watchdog exited (rc=$rc): starting it again in 1 s"
+    sleep 1
+    as_elector_user "/usr/local/bin/$ELECTOR_BIN" watchdog --config "$CONFIG" &
+    WATCHDOG_PID=$!
     continue
   fi
   [ -n "${exited:-}" ] && break

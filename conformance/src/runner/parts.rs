@@ -53,7 +53,10 @@ fn data_restart_script(lose_data: bool) -> String {
     } else {
         ""
     };
-    format!("pkill -9 -x kevy; pkill -9 -x redis-server;{wipe} true")
+    // The wipe first: with `DATA_NODE_RESTART_GAP_MS=0` the entrypoint
+    // starts the data node again the moment it dies, before a wipe after
+    // the kill would run (it would come back with its files).
+    format!("{wipe} pkill -9 -x kevy; pkill -9 -x redis-server; true")
 }
 
 impl Run<'_> {
