@@ -463,6 +463,22 @@ impl Run<'_> {
                 tokio::time::sleep(d.as_duration()).await;
                 Ok(note)
             }
+            Step::LoadData(spec) => {
+                let p = self
+                    .primary_now()
+                    .await
+                    .ok_or_else(|| step_err(&label, "no primary to load"))?;
+                let addr = self.cluster.node(&p)?.data_addr();
+                let l =
+                    crate::load::load(&addr, spec, self.scn.wait_replicas(), spec.budget()).await?;
+                Ok(format!(
+                    "{} keys into {p} in {} ms, acknowledged by {} replicas {} ms later",
+                    l.keys,
+                    l.load_ms,
+                    self.scn.wait_replicas(),
+                    l.ack_ms
+                ))
+            }
             Step::ClearNetem => {
                 for id in self.cluster.ids() {
                     if !self.down.contains(&id) && !self.paused.contains(&id) {
