@@ -3,7 +3,7 @@
 //!
 //! Bounded in count (the keys the size needs) and in time (a deadline);
 //! pipelined `SET`s over one connection, then `WAIT` until every replica
-//! the scenario waits for has acknowledged the whole set, so the fault
+//! has acknowledged the whole set, so the fault
 //! strikes a cluster in sync.
 
 use std::time::Duration;

@@ -236,6 +236,14 @@ pub fn figures(dir: &Path, size_mb: u64, r: &RunResult, h: &History) -> Option<S
             .iter()
             .filter(|f| f.at_ms > fault.at_ms)
             .map(|f| f.at_ms)
+            .chain(fault.end_ms)
+            .chain(
+                r.steps
+                    .iter()
+                    .filter(|s| s.label.starts_with("restart"))
+                    .map(|s| s.at_ms),
+            )
+            .filter(|&t| t > fault.at_ms)
             .min()
             .map_or(u64::MAX, |t| h.start_unix_ms + t);
         for (n, log) in &logs {

@@ -26,7 +26,7 @@ fn spread(v: &[Ms]) -> String {
     }
 }
 
-fn cell<'a>(runs: &'a [ScaleRun], mb: u64, t: TargetKind) -> Vec<&'a ScaleRun> {
+fn cell(runs: &[ScaleRun], mb: u64, t: TargetKind) -> Vec<&ScaleRun> {
     runs.iter()
         .filter(|r| r.size_mb == mb && r.target == t && r.started)
         .collect()

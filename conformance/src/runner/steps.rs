@@ -469,14 +469,12 @@ impl Run<'_> {
                     .await
                     .ok_or_else(|| step_err(&label, "no primary to load"))?;
                 let addr = self.cluster.node(&p)?.data_addr();
-                let l =
-                    crate::load::load(&addr, spec, self.scn.wait_replicas(), spec.budget()).await?;
+                // Every replica holds the set before the fault, not only a quorum's.
+                let replicas = self.scn.nodes - self.scn.witnesses - 1;
+                let l = crate::load::load(&addr, spec, replicas, spec.budget()).await?;
                 Ok(format!(
-                    "{} keys into {p} in {} ms, acknowledged by {} replicas {} ms later",
-                    l.keys,
-                    l.load_ms,
-                    self.scn.wait_replicas(),
-                    l.ack_ms
+                    "{} keys into {p} in {} ms, acknowledged by {replicas} replicas {} ms later",
+                    l.keys, l.load_ms, l.ack_ms
                 ))
             }
             Step::ClearNetem => {

@@ -243,8 +243,8 @@ pub enum Step {
     /// measures from the start of each quiet phase.
     Quiet(Dur),
     /// Loads a data set into the current primary (keys `load:<i>`), bounded
-    /// by [`crate::load::LoadSpec::budget`], and waits until the replicas the
-    /// writers wait for acknowledged it all (issue 35).
+    /// by [`crate::load::LoadSpec::budget`], and waits until every replica
+    /// acknowledged it all (issue 35).
     LoadData(crate::load::LoadSpec),
     /// Ends `freeze_elector` and `read_only_state` on the targets (SIGCONT,
     /// state directory writable again); harmless where neither is in force.
