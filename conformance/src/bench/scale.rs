@@ -127,8 +127,10 @@ fn matches(line: &str, markers: &[&[&str]]) -> bool {
     markers.iter().any(|m| m.iter().all(|n| line.contains(n)))
 }
 
-/// A node's events in its log between `from` and `to` (Unix ms).
-pub fn node_events(log: &str, from: u64, to: u64) -> NodeEvents {
+/// A node's events in its log between `from` and `to` (Unix ms); a
+/// replica's sync start and load only from `sync_after` ms after `from`
+/// (a Redis replica retries the dead primary until it is retargeted).
+pub fn node_events(log: &str, from: u64, to: u64, sync_after: Ms) -> NodeEvents {
     let mut e = NodeEvents::default();
     for line in log.lines() {
         let Some(t) = stamp(line) else { continue };
@@ -142,8 +144,10 @@ pub fn node_events(log: &str, from: u64, to: u64) -> NodeEvents {
             }
         };
         first(&mut e.promoted, PROMOTED);
-        first(&mut e.sync_started, SYNC_STARTED);
-        first(&mut e.sync_loaded, SYNC_LOADED);
+        if rel >= sync_after {
+            first(&mut e.sync_started, SYNC_STARTED);
+            first(&mut e.sync_loaded, SYNC_LOADED);
+        }
         first(&mut e.ship_begin, SHIP_BEGIN);
         first(&mut e.ship_end, SHIP_END);
         e.full_served += usize::from(matches(line, FULL_SERVED));
@@ -246,11 +250,22 @@ pub fn figures(dir: &Path, size_mb: u64, r: &RunResult, h: &History) -> Option<S
             .filter(|&t| t > fault.at_ms)
             .min()
             .map_or(u64::MAX, |t| h.start_unix_ms + t);
-        for (n, log) in &logs {
-            if fault.nodes.contains(n) {
-                continue;
+        let survivors = logs.iter().filter(|(n, _)| !fault.nodes.contains(*n));
+        for (n, log) in survivors.clone() {
+            out.nodes.insert(n.clone(), node_events(log, from, to, 0));
+        }
+        // Replicas' syncs count from the new primary's promotion on.
+        let promoted = out
+            .new_primary
+            .as_ref()
+            .and_then(|np| out.nodes.get(np))
+            .and_then(|e| e.promoted);
+        if let Some(p) = promoted {
+            for (n, log) in survivors {
+                if Some(n) != out.new_primary.as_ref() {
+                    out.nodes.insert(n.clone(), node_events(log, from, to, p));
+                }
             }
-            out.nodes.insert(n.clone(), node_events(log, from, to));
         }
     }
     Some(out)
@@ -324,7 +339,7 @@ mod tests {
             2025-11-25T03:51:01.200000000Z kevy: [repltrace t=1] shard 0 fd 12 ship begin: gen 3 ack_offset 0\n\
             2025-11-25T03:51:01.300000000Z kevy: replica fd 12 generation 2 != feed generation 3 (sent_offset 5); shipping snapshot\n\
             2025-11-25T03:51:02.500000000Z kevy: [repltrace t=1] shard 0 fd 12 ship end: gen 3 ack_offset 0\n";
-        let e = node_events(kevy, from, u64::MAX);
+        let e = node_events(kevy, from, u64::MAX, 0);
         assert_eq!(e.promoted, Some(1000));
         assert_eq!((e.ship_begin, e.ship_end), (Some(1200), Some(2500)));
         assert_eq!(
@@ -334,8 +349,14 @@ mod tests {
         let redis = "2025-11-25T03:51:01.000000000Z 1:S 25 Nov 2025 03:51:01.000 * MASTER <-> REPLICA sync started\n\
             2025-11-25T03:51:01.100000000Z 1:S 25 Nov 2025 03:51:01.100 * Successful partial resynchronization with master.\n\
             2025-11-25T03:51:09.000000000Z 1:S 25 Nov 2025 03:51:09.000 * Full resync from master: x:1\n";
-        let e = node_events(redis, from, from + 5000);
+        let e = node_events(redis, from, from + 5000, 0);
         assert_eq!((e.sync_started, e.sync_loaded), (Some(1000), Some(1100)));
+        let late = node_events(redis, from, from + 5000, 1050);
+        assert_eq!(
+            (late.sync_started, late.sync_loaded),
+            (None, Some(1100)),
+            "before the promotion: a retry toward the dead primary"
+        );
         assert_eq!(
             e.full_taken, 0,
             "after the window: the old primary's return"
