@@ -148,6 +148,12 @@ bench-detection:
     scripts/build-images.sh
     cargo run -p conformance --release -- bench-detection --command "just bench-detection"
 
+# durable failover (primary-kill) against the data set size: BENCH_SCALE_SIZES MB (default 0,100,1000) loaded and acknowledged before the kill, BENCH_RUNS per size and target (default 5), BENCH_TARGETS (default all), BENCH_DOWN_AFTER_MS (default 3000), NODE_IMAGE (default elector-node:latest); phases and full syncs from the containers' logs; writes docs/benchmarks-scale.md and its chart (defaults: see the page for the time it took)
+bench-scale:
+    scripts/install-deps.sh
+    scripts/build-images.sh
+    cargo run -p conformance --release -- bench-scale --image "${NODE_IMAGE:-elector-node:latest}" --command "just bench-scale"
+
 # durable write latency (SET + WAIT 1) on loopback, 3 real nodes per backend, 1 and 16 clients: p50, p99, acknowledged writes/s (BENCH_WRITE_SECS, default 10; BENCH_WRITE_BACKENDS; BENCH_WRITE_EXTRA adds data_node settings, e.g. "ack_nudge: false")
 bench-writes:
     cargo test -p elector --release --test write_latency_bench measure_durable_write_latency -- --ignored --nocapture

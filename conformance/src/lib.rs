@@ -13,6 +13,7 @@ pub mod cluster;
 pub mod docker;
 pub mod error;
 pub mod history;
+pub mod load;
 pub mod metrics;
 pub mod nemesis;
 pub mod probe;

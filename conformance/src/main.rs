@@ -215,6 +215,39 @@ enum Cmd {
         #[arg(long, default_value = "just bench-detection")]
         command: String,
     },
+    /// Durable failover (primary-kill) against the size of the data set, per
+    /// target, with the phase breakdown and full syncs per failover; writes
+    /// docs/benchmarks-scale.md and its chart.
+    BenchScale {
+        /// Targets, comma-separated or `all`.
+        #[arg(long, env = "BENCH_TARGETS", default_value = "all")]
+        target: String,
+        /// Data set sizes in MB.
+        #[arg(
+            long,
+            env = "BENCH_SCALE_SIZES",
+            value_delimiter = ',',
+            default_value = "0,100,1000"
+        )]
+        sizes: Vec<u64>,
+        /// Runs per (size, target).
+        #[arg(long, env = "BENCH_RUNS", default_value_t = 5)]
+        runs: u64,
+        /// Detection time (kevy's built-in election is fixed at 5000 ms).
+        #[arg(long, env = "BENCH_DOWN_AFTER_MS", default_value_t = 3000)]
+        down_after_ms: u64,
+        #[command(flatten)]
+        common: CommonArgs,
+        /// Where the page and chart go.
+        #[arg(long, default_value = "docs")]
+        docs: PathBuf,
+        /// The command line quoted in the page.
+        #[arg(long, default_value = "just bench-scale")]
+        command: String,
+        /// Render the page from the runs already in --out instead of running.
+        #[arg(long)]
+        render_only: bool,
+    },
     /// List scenarios (name, nodes, tags).
     List {
         #[arg(long)]
@@ -301,6 +334,7 @@ fn main() -> Result<()> {
             | Cmd::Smoke { .. }
             | Cmd::Bench { .. }
             | Cmd::BenchDetection { .. }
+            | Cmd::BenchScale { .. }
             | Cmd::Chaos { .. }
     ) {
         // Before any runtime thread exists: testcontainers' client needs it on old engines.
@@ -390,6 +424,17 @@ async fn async_main(cli: Cli) -> Result<()> {
                 }
             };
             let page = bench::render::page(&runs, &plan, &machine::describe(), &command);
+            let unelected = bench::unelected(&bench::stats(&runs), &plan);
+            if !unelected.is_empty() {
+                // Kept for inspection, but docs/ is not given a page with blank rows.
+                std::fs::create_dir_all(&opts.out_dir)?;
+                std::fs::write(opts.out_dir.join("benchmarks.md"), &page.markdown)?;
+                bail!(
+                    "targets without a single failover figure (docs/benchmarks.md left as it was; this run's page in {}):\n  {}",
+                    opts.out_dir.display(),
+                    unelected.join("\n  ")
+                );
+            }
             std::fs::create_dir_all(&docs)?;
             std::fs::write(docs.join("benchmarks.md"), &page.markdown)?;
             for (file, content) in &page.files {
@@ -402,6 +447,62 @@ async fn async_main(cli: Cli) -> Result<()> {
             println!("{}", page.markdown);
             println!(
                 "wrote {}/benchmarks.md; per-run reports in {}",
+                docs.display(),
+                opts.out_dir.display()
+            );
+            Ok(())
+        }
+        Cmd::BenchScale {
+            target,
+            sizes,
+            runs,
+            down_after_ms,
+            common,
+            docs,
+            command,
+            render_only,
+        } => {
+            let plan = bench::scale::ScalePlan {
+                targets: target::parse_list(&target)?,
+                sizes_mb: sizes,
+                runs,
+                down_after_ms,
+            };
+            let (all, mut opts) =
+                common.open(suite::default_out_dir().with_file_name("bench-scale"))?;
+            let mut wall_s = None;
+            if !render_only {
+                // One directory per invocation, so a page renders one bench's runs.
+                opts.out_dir = opts.out_dir.join(&opts.session);
+                let t0 = std::time::Instant::now();
+                or_cleanup(&opts.session, async {
+                    Ok(bench::scale::run(&all, &plan, &opts).await?)
+                })
+                .await?;
+                wall_s = Some(t0.elapsed().as_secs());
+            }
+            let runs = bench::scale::load_all(&opts.out_dir, &plan)?;
+            let page =
+                bench::scale_render::page(&runs, &plan, &machine::describe(), &command, wall_s);
+            let empty = bench::scale::empty_cells(&runs, &plan);
+            if !empty.is_empty() {
+                std::fs::create_dir_all(&opts.out_dir)?;
+                std::fs::write(opts.out_dir.join("benchmarks-scale.md"), &page)?;
+                bail!(
+                    "cells without a single failover figure (docs/ left as it was; this run's page in {}):\n  {}",
+                    opts.out_dir.display(),
+                    empty.join("\n  ")
+                );
+            }
+            std::fs::create_dir_all(&docs)?;
+            std::fs::write(docs.join("benchmarks-scale.md"), &page)?;
+            std::fs::write(
+                docs.join(bench::scale_render::CHART_FILE),
+                bench::scale_render::svg(&runs, &plan),
+            )?;
+            println!("{page}");
+            println!(
+                "wrote {}/benchmarks-scale.md; per-run reports in {}",
                 docs.display(),
                 opts.out_dir.display()
             );

@@ -157,6 +157,7 @@ impl Scenario {
                 Step::Pause(p) | Step::FreezeElector(p) | Step::ReadOnlyState(p) => {
                     p.duration.map_or(0, |d| d.ms())
                 }
+                Step::LoadData(l) => l.budget().as_millis() as u64,
                 _ => 0,
             })
             .sum()

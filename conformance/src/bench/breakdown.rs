@@ -61,7 +61,7 @@ impl Phases {
 }
 
 /// The Unix time in ms of a log line that starts with an RFC 3339 stamp.
-fn stamp(line: &str) -> Option<u64> {
+pub(crate) fn stamp(line: &str) -> Option<u64> {
     let first = line.split_whitespace().next()?;
     let t = chrono::DateTime::parse_from_rfc3339(first).ok()?;
     u64::try_from(t.timestamp_millis()).ok()

@@ -11,6 +11,8 @@ pub mod chart;
 pub mod detection;
 pub mod detection_render;
 pub mod render;
+pub mod scale;
+pub mod scale_render;
 pub mod writes;
 
 use std::collections::BTreeMap;
@@ -41,6 +43,15 @@ pub struct Plan {
     /// Detection time every target runs with (kevy's built-in election is fixed
     /// at 5000 ms, so that is the default).
     pub down_after_ms: u64,
+}
+
+impl Plan {
+    /// Our electors' heartbeat at the plan's detection time.
+    pub fn hb_interval_ms(&self) -> u64 {
+        let mut t = crate::scenario::Timings::default();
+        detection::set_detection(&mut t, self.down_after_ms);
+        t.hb_interval_ms
+    }
 }
 
 /// The machine a bench ran on, for the report.
@@ -78,7 +89,10 @@ pub(crate) fn find_scenario(all: &[Scenario], name: &str) -> Result<Scenario> {
 pub fn scenarios(all: &[Scenario], plan: &Plan) -> Result<(Vec<Scenario>, Scenario)> {
     let find = |name: &str| {
         find_scenario(all, name).map(|mut s| {
-            s.timings.down_after_ms = plan.down_after_ms;
+            // As bench-detection does: the heartbeat a tenth of the detection
+            // time when the default 100 ms would leave fewer than ten (500 ms
+            // with a 100 ms heartbeat is a config our electors refuse).
+            detection::set_detection(&mut s.timings, plan.down_after_ms);
             s
         })
     };
@@ -205,6 +219,34 @@ impl Stats {
         let max = *self.failover.iter().max()?;
         Some((med, p95, min, max))
     }
+}
+
+/// The (scenario, target) cells with nothing to show: no run whose cluster
+/// started, or no run with an acknowledged write after the fault. Such a
+/// target never elected (a refused config, a broken image): the bench fails
+/// rather than publish a blank row beside its peers' figures.
+pub fn unelected(st: &BTreeMap<(String, TargetKind), Stats>, plan: &Plan) -> Vec<String> {
+    let mut out = vec![];
+    if plan.runs == 0 {
+        return out;
+    }
+    for scn in FAILOVER_SCENARIOS {
+        for &t in &plan.targets {
+            let why = match st.get(&(scn.to_string(), t)) {
+                None => "no run".to_string(),
+                Some(x) if x.runs == 0 => {
+                    format!("{} clusters that never started", x.not_started)
+                }
+                Some(x) if x.failover.is_empty() => format!(
+                    "{} runs, none with an acknowledged write after the fault (runner errors: {})",
+                    x.runs, x.errors
+                ),
+                Some(_) => continue,
+            };
+            out.push(format!("{scn} / {t}: {why}"));
+        }
+    }
+    out
 }
 
 /// Violations of the single-writable-primary checker in a run.
@@ -343,5 +385,45 @@ mod tests {
             .iter()
             .chain([&soak])
             .all(|s| s.timings.down_after_ms == 5000));
+    }
+
+    #[test]
+    fn a_short_detection_lowers_the_heartbeat_to_a_valid_config_as_bench_detection_does() {
+        let all = Scenario::load_dir(&crate::suite::default_scenario_dir()).unwrap();
+        let plan = Plan {
+            targets: TargetKind::ALL.to_vec(),
+            runs: 1,
+            soak_runs: 1,
+            down_after_ms: 500,
+        };
+        let (failover, soak) = scenarios(&all, &plan).unwrap();
+        for s in failover.iter().chain([&soak]) {
+            assert_eq!(s.timings.down_after_ms, 500);
+            // 100 ms would leave a lease under three heartbeats: refused.
+            assert_eq!(s.timings.hb_interval_ms, 50, "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn a_target_without_any_failover_figure_is_reported_and_one_with_figures_is_not() {
+        let (r, h) = sample_run();
+        let plan = Plan {
+            targets: vec![TargetKind::ElectorKevy, TargetKind::RedisSentinel],
+            runs: 1,
+            soak_runs: 0,
+            down_after_ms: 500,
+        };
+        let mut runs = vec![];
+        for scn in FAILOVER_SCENARIOS {
+            let mut ours = as_target(r.clone(), TargetKind::ElectorKevy, None);
+            ours.scenario = scn.into();
+            let mut peer = as_target(r.clone(), TargetKind::RedisSentinel, Some(900));
+            peer.scenario = scn.into();
+            runs.push((ours, h.clone()));
+            runs.push((peer, h.clone()));
+        }
+        let bad = unelected(&stats(&runs), &plan);
+        assert_eq!(bad.len(), 2, "{bad:?}");
+        assert!(bad.iter().all(|b| b.contains("elector+kevy")), "{bad:?}");
     }
 }

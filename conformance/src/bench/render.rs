@@ -253,8 +253,9 @@ pub fn page(runs: &[(RunResult, History)], plan: &Plan, machine: &Machine, comma
     );
     let _ = writeln!(
         s,
-        "- Equal detection: every target runs with a {} ms failure-detection time (kevy's built-in election has 5000 ms compiled in, so the whole comparison runs at 5000 ms unless the command says otherwise).",
-        plan.down_after_ms
+        "- Equal detection: every target runs with a {} ms failure-detection time (kevy's built-in election has 5000 ms compiled in, so the whole comparison runs at 5000 ms unless the command says otherwise); our electors' heartbeat {} ms (100 ms, or a tenth of the detection time when that is shorter, as `bench-detection` sets it).",
+        plan.down_after_ms,
+        plan.hb_interval_ms()
     );
     let _ = writeln!(
         s,

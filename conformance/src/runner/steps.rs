@@ -463,6 +463,20 @@ impl Run<'_> {
                 tokio::time::sleep(d.as_duration()).await;
                 Ok(note)
             }
+            Step::LoadData(spec) => {
+                let p = self
+                    .primary_now()
+                    .await
+                    .ok_or_else(|| step_err(&label, "no primary to load"))?;
+                let addr = self.cluster.node(&p)?.data_addr();
+                // Every replica holds the set before the fault, not only a quorum's.
+                let replicas = self.scn.nodes - self.scn.witnesses - 1;
+                let l = crate::load::load(&addr, spec, replicas, spec.budget()).await?;
+                Ok(format!(
+                    "{} keys into {p} in {} ms, acknowledged by {replicas} replicas {} ms later",
+                    l.keys, l.load_ms, l.ack_ms
+                ))
+            }
             Step::ClearNetem => {
                 for id in self.cluster.ids() {
                     if !self.down.contains(&id) && !self.paused.contains(&id) {

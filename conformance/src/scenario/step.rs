@@ -242,6 +242,10 @@ pub enum Step {
     /// lets the cluster run undisturbed this long. The liveness checker
     /// measures from the start of each quiet phase.
     Quiet(Dur),
+    /// Loads a data set into the current primary (keys `load:<i>`), bounded
+    /// by [`crate::load::LoadSpec::budget`], and waits until every replica
+    /// acknowledged it all (issue 35).
+    LoadData(crate::load::LoadSpec),
     /// Ends `freeze_elector` and `read_only_state` on the targets (SIGCONT,
     /// state directory writable again); harmless where neither is in force.
     Thaw(Targets),
@@ -326,6 +330,7 @@ impl Step {
             Step::Switchover(s) => format!("switchover to {}", s.to),
             Step::Thaw(t) => format!("thaw {}", t.tokens().join(",")),
             Step::Quiet(d) => format!("quiet {d}"),
+            Step::LoadData(l) => format!("load_data {} MB ({} B values)", l.mb, l.value_bytes),
         }
     }
 
