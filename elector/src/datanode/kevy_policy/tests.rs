@@ -465,12 +465,8 @@ fn observe_generation(p: &mut KevyPolicy, generation: i64, t: Millis) -> KevyVie
     )
 }
 
-/// The CI failure at ecdbef4 (`tests/kevy_repromotion.rs`): the first
-/// reading after our promotion named the process's startup generation,
-/// the core took it as the epoch's stream, and the next reading (the new
-/// generation) resigned the new primary.
-#[test]
-fn a_promoted_node_names_no_stream_until_kevy_has_bumped_its_generation() {
+/// A policy whose promotion of a replica was answered at 5000 ms.
+fn promoted_at_5000() -> KevyPolicy {
     let mut p = policy();
     p.hold.observed(false, 0);
     let first = p.apply(&DataNodeTarget::Primary, at(5_000));
@@ -481,6 +477,16 @@ fn a_promoted_node_names_no_stream_until_kevy_has_bumped_its_generation() {
         5_000,
     );
     assert!(r.is_ok());
+    p
+}
+
+/// The CI failure at ecdbef4 (`tests/kevy_repromotion.rs`): the first
+/// reading after our promotion named the process's startup generation,
+/// the core took it as the epoch's stream, and the next reading (the new
+/// generation) resigned the new primary.
+#[test]
+fn a_promoted_node_names_no_stream_until_kevy_has_bumped_its_generation() {
+    let mut p = promoted_at_5000();
     let stale = observe_generation(&mut p, 788, 5_001);
     assert_eq!(stale.info.stream, None, "the old generation is not claimed");
     assert!(!stale.info.link_up, "nothing joined yet");
@@ -494,16 +500,7 @@ fn a_promoted_node_names_no_stream_until_kevy_has_bumped_its_generation() {
 #[test]
 fn a_promoted_node_whose_first_reading_already_named_the_new_generation_claims_it_after_the_window()
 {
-    let mut p = policy();
-    p.hold.observed(false, 0);
-    let first = p.apply(&DataNodeTarget::Primary, at(5_000));
-    let (_, r) = run(
-        &mut p,
-        first,
-        vec![pipeline(), KevyOutcome::Lifted(Ok(()))],
-        5_000,
-    );
-    assert!(r.is_ok());
+    let mut p = promoted_at_5000();
     assert_eq!(observe_generation(&mut p, 797, 5_001).info.stream, None);
     let late = observe_generation(&mut p, 797, 5_000 + super::new_generation::NAMING_WINDOW_MS);
     assert_eq!(late.info.stream.as_deref(), Some("kevy-feed-797"));
