@@ -153,9 +153,31 @@ fn run_schedule_on(
     seed: u64,
     (data, witnesses): (usize, usize),
     faults: Faults,
+    pick: rand::rngs::StdRng,
+    ack_copies: Option<usize>,
+    kevy: bool,
+) -> Result<Sim, Failure> {
+    run_schedule_tweaked(
+        seed,
+        (data, witnesses),
+        faults,
+        pick,
+        ack_copies,
+        kevy,
+        |_| {},
+    )
+}
+
+/// As [`run_schedule_on`], with `tweak` applied to the simulator first (a
+/// control's switch).
+fn run_schedule_tweaked(
+    seed: u64,
+    (data, witnesses): (usize, usize),
+    faults: Faults,
     mut pick: rand::rngs::StdRng,
     ack_copies: Option<usize>,
     kevy: bool,
+    tweak: fn(&mut Sim),
 ) -> Result<Sim, Failure> {
     let n = data + witnesses;
     let world = World::random(&mut pick);
@@ -164,6 +186,7 @@ fn run_schedule_on(
     } else {
         Sim::with_witnesses(seed, data, witnesses, world, faults)
     };
+    tweak(&mut sim);
     sim.ack_copies_override = ack_copies;
     let mut t = 0;
     while t < RUN_MS {
@@ -314,6 +337,46 @@ fn random_fault_schedules_on_two_nodes_keep_every_invariant_and_converge_after_h
     );
 }
 
+/// Found by the kevy schedules with snapshot loading: seed 23 (3 nodes; a
+/// replica acknowledged a write while loading, every read failed, and it
+/// was fenced before any reading claimed the joined stream; it then voted
+/// as if it held only its older stream and elected a node without that
+/// write, until leaving an unclaimed join came to count like an inherited
+/// one, §6.10).
+const KEVY_LOADING_REGRESSION_SEEDS: &[u64] = &[23];
+
+/// The kevy schedules with replicas that load each full resync's snapshot
+/// for up to 1.5 s, their reads timing out meanwhile while the process
+/// lives (issue 35): the driver then spares a replica it left following
+/// the blind fence (§6.8). `SIM_KEVY_LOADING_SEEDS` sets how many (default
+/// 250).
+#[test]
+fn random_fault_schedules_on_kevy_with_snapshot_loading_keep_every_invariant_and_converge() {
+    for seed in with_regressions(
+        sim::seeds_from_env("SIM_KEVY_LOADING_SEEDS", 250),
+        KEVY_LOADING_REGRESSION_SEEDS,
+    ) {
+        let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xce77);
+        let membership = [(3, 0), (5, 0), (2, 1)][pick.gen_range(0..3)];
+        let run = run_schedule_tweaked(
+            seed,
+            membership,
+            Faults::default(),
+            pick,
+            None,
+            true,
+            |sim| sim.kevy_loads_snapshots = true,
+        );
+        if let Err(failure) = run {
+            let (sim, e) = *failure;
+            panic!(
+                "kevy simulation with loading, {membership:?}, failed: {e}\nreplay with: SIM_SEED={seed} cargo test -p elector --test simulation snapshot_loading\n{}",
+                sim.describe()
+            )
+        }
+    }
+}
+
 #[test]
 fn random_fault_schedules_keep_every_invariant_and_converge_after_healing() {
     let mut events = 0;
@@ -363,6 +426,32 @@ fn the_schedules_draw_exactly_the_kinds_the_vocabulary_marks_as_simulated() {
         .filter(|k| k.in_simulator())
         .collect();
     assert_eq!(drawn, claimed);
+}
+
+/// The control of "the tick after a promotion" (docs/architecture.md
+/// §kevy): a kevy policy that reports a promoted node's first master
+/// reading at once lets the core claim the startup generation as the
+/// epoch's stream; the next reading names the new one and resigns the
+/// primary, at every promotion. The convergence check sees it.
+#[test]
+fn reporting_a_kevy_promotion_before_it_names_its_generation_is_caught_by_the_convergence_check() {
+    let caught = (0..30).find_map(|seed| {
+        let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xce77);
+        let membership = [(3, 0), (5, 0), (2, 1)][pick.gen_range(0..3)];
+        run_schedule_tweaked(
+            seed,
+            membership,
+            Faults::default(),
+            pick,
+            None,
+            true,
+            |sim| sim.kevy_report_before_naming = true,
+        )
+        .err()
+        .map(|f| (seed, f.1))
+    });
+    let (seed, e) = caught.expect("no kevy seed failed with the promotion reported before naming");
+    eprintln!("seed {seed}: {e}");
 }
 
 /// Witnesses (§4.5) in the random schedules: 2 data nodes + 1 witness, 3 + 2
@@ -622,6 +711,69 @@ fn two_nodes_elect_the_survivor_when_the_old_primary_returns_unable_to_prove_its
         }
         eprintln!("two nodes on {backend}: {acked} acknowledged writes kept");
     }
+}
+
+/// Kills the primary of a calm 3-node kevy cluster and returns, per
+/// surviving replica, how many full resyncs it took in the 15 s after, its
+/// reads timing out while it loads each snapshot (issue 35).
+fn full_syncs_after_a_primary_kill(
+    seed: u64,
+    unread_without_tether: bool,
+) -> Result<Vec<u64>, String> {
+    let mut sim = Sim::kevy(seed, 3, 0, calm_world(seed), Faults::default());
+    sim.unread_without_tether = unread_without_tether;
+    sim.kevy_loads_snapshots = true;
+    let mut t = 3_000;
+    sim.run_until(t)?;
+    while sim.primary().is_none() && t < 20_000 {
+        t += 500;
+        sim.run_until(t)?;
+    }
+    // Enough data that loading it outlasts a read's timeout.
+    t += 2_000;
+    sim.run_until(t)?;
+    let p = sim.primary().ok_or("no primary before the fault")?;
+    let syncs = |sim: &Sim, i: usize| sim.nodes[i].data.kevy.as_ref().map_or(0, |k| k.full_syncs);
+    let before: Vec<u64> = (0..3).map(|i| syncs(&sim, i)).collect();
+    sim.crash(p, true);
+    sim.run_until(t + 15_000)?;
+    let q = sim.primary().ok_or("no primary after the kill")?;
+    Ok((0..3)
+        .filter(|&i| i != p && i != q)
+        .map(|i| syncs(&sim, i) - before[i])
+        .collect())
+}
+
+/// Issue 35, §6.8: a kevy replica that took the new primary's snapshot
+/// and is loading it answers no read in time; its tether shows the same
+/// process, which the driver left following, so it is not fenced blind
+/// and loads once: exactly one full resync per surviving replica.
+#[test]
+fn a_kevy_replica_loading_a_snapshot_after_a_failover_full_syncs_once() {
+    for seed in sim::seeds_from_env("SIM_LOADING_SEEDS", 40) {
+        let syncs = full_syncs_after_a_primary_kill(seed, false)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(
+            syncs,
+            vec![1],
+            "seed {seed}: full resyncs of the surviving replica"
+        );
+    }
+}
+
+/// The control: an executor that drops the tether's answer on a failed
+/// read (the adapter before issue 35) fences the loading replica blind at
+/// every poll, and each blind fence, run once the load is in, restarts its
+/// sync: it full-syncs again and again, and in the calm model no replica
+/// is ever ready to take over (no primary after the kill).
+#[test]
+fn without_the_tether_on_a_failed_read_a_loading_replica_full_syncs_again() {
+    let caught = (0..10).find_map(|seed| match full_syncs_after_a_primary_kill(seed, true) {
+        Ok(syncs) if syncs.iter().all(|&n| n <= 1) => None,
+        other => Some((seed, other)),
+    });
+    let (seed, outcome) = caught.expect("every seed synced once without the tether's answer");
+    eprintln!("seed {seed}: {outcome:?}");
 }
 
 /// Finding 1 (§6.8): the primary's data node dies and comes back (with its

@@ -326,6 +326,17 @@ impl Core {
         if matches!(self.target.current, DataNodeTarget::Follow { .. }) {
             // Leaving a stream: the floor is final here; write it now.
             self.sync_floor(true);
+            // Leaving a join no reading claimed: the data node may have
+            // linked up and acknowledged there while every read failed (a
+            // kevy replica loading the snapshot, simulator kevy seed 23),
+            // as unknown as after an elector restart (§6.10).
+            if self.unclaimed_join().is_some() && !self.data.inherited_join {
+                tracing::info!(
+                    joining = self.state.joining,
+                    "leaving a join no reading claimed: later readings in another stream count in the joined epoch"
+                );
+                self.data.inherited_join = true;
+            }
         }
         if self.target.current.writable() && !target.fences() && !target.writable() {
             // From writable straight to following a new primary: the

@@ -50,6 +50,7 @@ impl AnyNode {
                     nowhere_hold: hold,
                     ack_nudge: dn.ack_nudge,
                     reconnect_window_ms: dn.kevy_reconnect_window_ms,
+                    report_before_naming: false,
                 },
                 SharedFiles {
                     watchdog_clamps: Some(crate::api::metrics::watchdog_clamps_path(

@@ -186,11 +186,17 @@ pub(crate) async fn run<A: DataNodeAdapter>(
                     if matches!(check, TetherCheck::Replaced(_)) {
                         adapter.new_incarnation();
                     }
-                    Outcome::Observed(read.map(|info| Observed {
-                        satisfies: driver.target().is_some_and(|t| adapter.satisfies(&info, t)),
-                        info,
-                        tether: check,
-                    }))
+                    match read {
+                        Ok(info) => Outcome::Observed(Ok(Observed {
+                            satisfies: driver.target().is_some_and(|t| adapter.satisfies(&info, t)),
+                            info,
+                            tether: check,
+                        })),
+                        Err(error) => Outcome::Unread {
+                            error,
+                            tether: check,
+                        },
+                    }
                 }
             };
             step = driver.next(outcome, ms());

@@ -142,6 +142,15 @@ impl Sim {
             Command::FenceBlind => {
                 Outcome::BlindFenced(self.server_apply(i, DataNodeTarget::Isolated, sent_at))
             }
+            Command::Observe if self.kevy_loading(i) => {
+                let tether = self.check_tether(i);
+                let error = DataNodeError::Unreachable("REPL.TOKEN timed out (loading)".into());
+                if self.unread_without_tether {
+                    Outcome::Observed(Err(error))
+                } else {
+                    Outcome::Unread { error, tether }
+                }
+            }
             Command::Observe if self.nodes[i].kevy_policy.is_some() => {
                 let tether = self.check_tether(i);
                 self.kevy_observe(i, tether)

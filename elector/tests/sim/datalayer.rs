@@ -67,6 +67,12 @@ pub struct KevyState {
     pub info_offset_max: u64,
     pub watchdog_clamps: u64,
     pub position_file: Option<String>,
+    /// After a full resync, a replica loads the snapshot until this time:
+    /// its reads time out while `PING` on the tether still answers (issue
+    /// 35: 400 MB kept a kevy replica from answering `REPL.TOKEN` in time).
+    pub loading_until: Millis,
+    /// Full resyncs this server took, over its processes.
+    pub full_syncs: u64,
 }
 
 impl DataNode {

@@ -207,7 +207,9 @@ impl Sim {
     /// Only under a running elector: with the elector stopped as well, two
     /// parts failed and the watchdog's lease bound applies instead.
     pub fn lift_fence_by_hand(&mut self, i: usize) {
-        if self.elector_stopped(i) {
+        // A kevy loading a snapshot runs no command, the operator's
+        // neither: the lift waits, and lands like one made after the load.
+        if self.elector_stopped(i) || self.kevy_loading(i) {
             return;
         }
         let d = &mut self.nodes[i].data;

@@ -37,8 +37,9 @@ const REPLICATION_OFFSET: u16 = 10_000;
 /// kevy's tick at its default `[expiry] hz = 10`.
 const KEVY_TICK_MS: Millis = 100;
 
-/// A fresh policy for an elector incarnation (as `KevyNode::new`).
-pub(super) fn policy() -> KevyPolicy {
+/// A fresh policy for an elector incarnation (as `KevyNode::new`);
+/// `report_before_naming` switches "the tick after a promotion" off.
+pub(super) fn policy(report_before_naming: bool) -> KevyPolicy {
     KevyPolicy::new(
         KevySettings {
             replication_port_offset: REPLICATION_OFFSET,
@@ -46,6 +47,7 @@ pub(super) fn policy() -> KevyPolicy {
             nowhere_hold: false,
             ack_nudge: false,
             reconnect_window_ms: 1_000,
+            report_before_naming,
         },
         0,
     )
@@ -352,7 +354,9 @@ impl Sim {
         command: KevyCommand,
         (sent_at, process): (Millis, u64),
     ) {
-        if self.frozen(i) {
+        // A loading kevy runs no command until its snapshot is in: ours
+        // wait in the socket, as in a freeze.
+        if self.frozen(i) || self.kevy_loading(i) {
             self.push(
                 10,
                 Ev::KevyCommand {
@@ -483,8 +487,16 @@ impl Sim {
         let resync = !self.nodes[i].data.link_up || self.kstate(i).runner != Some((gen, base));
         if resync {
             let log = self.nodes[u].data.log.clone();
+            let load_ms = load_ms(log.len());
+            let loads = self.kevy_loads_snapshots;
             self.nodes[i].data.log = log;
-            self.kstate_mut(i).runner = Some((gen, base));
+            let now = self.now;
+            let k = self.kstate_mut(i);
+            k.runner = Some((gen, base));
+            k.full_syncs += 1;
+            if loads {
+                k.loading_until = now + load_ms;
+            }
         } else {
             let upstream_data = self.nodes[u].data.clone();
             self.nodes[i].data.sync_from(&upstream_data);
@@ -526,6 +538,22 @@ impl Sim {
             k.quiesced = false;
             k.info_offset_max = 0;
             k.named_at = 0;
+            k.loading_until = 0;
         }
     }
+
+    /// A kevy replica loading a full resync's snapshot (issue 35): reads
+    /// time out, the process lives.
+    pub(super) fn kevy_loading(&self, i: usize) -> bool {
+        let d = &self.nodes[i].data;
+        d.up && d.kevy.as_ref().is_some_and(|k| self.now < k.loading_until)
+    }
+}
+
+/// How long a replica loads a snapshot of `entries` log entries: longer
+/// than a data poll and a read's timeout for any but the smallest, as a
+/// few hundred MB are for kevy 7.0.0; no random draw, so the seeds'
+/// schedules stay what they were.
+fn load_ms(entries: usize) -> Millis {
+    (150 + 4 * entries as Millis).min(1_500)
 }

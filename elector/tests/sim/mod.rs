@@ -199,6 +199,17 @@ pub struct Sim {
     /// Count a write acknowledged at this many replica copies instead of
     /// the cluster's data promise (only to show the promise is needed).
     pub ack_copies_override: Option<usize>,
+    /// The executor reports a failed read without the tether's answer, as
+    /// the real adapter did before issue 35 (a control: a loading kevy
+    /// replica is then fenced blind and full-syncs again).
+    pub unread_without_tether: bool,
+    /// kevy replicas load each full resync's snapshot for a while, reads
+    /// timing out meanwhile (`sim/kevy.rs`, `load_ms`). Off by default so
+    /// the kept regression seeds replay the schedules they were found in.
+    pub kevy_loads_snapshots: bool,
+    /// Every kevy policy reports a promoted node's first master reading at
+    /// once (a control: the tick after a promotion switched off).
+    pub kevy_report_before_naming: bool,
     /// The next node to become primary finds its disk broken at once: its
     /// first persist as primary (the stream epoch) fails (finding 2).
     pub break_disk_on_promotion: Option<u64>,
@@ -270,6 +281,9 @@ impl Sim {
             injected: Vec::new(),
             break_disk_on_promotion: None,
             ack_copies_override: None,
+            unread_without_tether: false,
+            kevy_loads_snapshots: false,
+            kevy_report_before_naming: false,
             priorities: vec![100; n],
             preempt: Preempt::default(),
             backend: Backend {
@@ -454,7 +468,8 @@ impl Sim {
         self.nodes[i].driver = (!self.nodes[i].witness).then(|| Driver::new("sim"));
         self.nodes[i].tether = None;
         let kevy = self.nodes[i].data.kevy.is_some();
-        self.nodes[i].kevy_policy = kevy.then(kevy::policy);
+        let early = self.kevy_report_before_naming;
+        self.nodes[i].kevy_policy = kevy.then(|| kevy::policy(early));
         self.nodes[i].kevy_op = None;
         self.nodes[i].round = None;
         // The gate lives in the elector process (§6.10): a new one starts

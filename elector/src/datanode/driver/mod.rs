@@ -51,6 +51,13 @@ pub struct Observed {
 pub enum Outcome {
     Applied(Result<(), DataNodeError>),
     Observed(Result<Observed, DataNodeError>),
+    /// A read that failed, with what the tether said right after it (an
+    /// executor without a tether answers `Observed(Err(..))`: nothing
+    /// known of the process).
+    Unread {
+        error: DataNodeError,
+        tether: TetherCheck,
+    },
     BlindFenced(Result<(), DataNodeError>),
 }
 
@@ -185,6 +192,8 @@ struct Round {
     error: Option<String>,
     fence_applied_after_ms: Option<Millis>,
     fence_failed: bool,
+    /// The tether's answer after this round's first read, when it failed.
+    unread_tether: Option<TetherCheck>,
 }
 
 /// What a round does next: a command, or end with this read (boxed: a read is
@@ -224,6 +233,10 @@ impl Round {
             (Phase::ObserveBefore, Outcome::Observed(result)) => {
                 self.read_before(t, backend, result)
             }
+            (Phase::ObserveBefore, Outcome::Unread { error, tether }) => {
+                self.unread_tether = Some(tether);
+                self.read_before(t, backend, Err(error))
+            }
             (Phase::RestartClamp, Outcome::Applied(result)) => {
                 if let Err(e) = result {
                     self.error = Some(e.to_string());
@@ -232,7 +245,7 @@ impl Round {
             }
             (Phase::Apply, Outcome::Applied(result)) => {
                 self.applied(t, backend, result, now);
-                self.blind_fence_if_unread()
+                self.blind_fence_if_unread(t)
             }
             (Phase::BlindFence, Outcome::BlindFenced(result)) => {
                 if let Err(e) = result {
@@ -240,8 +253,12 @@ impl Round {
                 }
                 self.read_after_if_changed()
             }
-            (Phase::ObserveAfter, Outcome::Observed(after)) => {
-                let after = after.map(|o| o.info);
+            (Phase::ObserveAfter, outcome @ (Outcome::Observed(_) | Outcome::Unread { .. })) => {
+                let after = match outcome {
+                    Outcome::Observed(read) => read.map(|o| o.info),
+                    Outcome::Unread { error, .. } => Err(error),
+                    _ => unreachable!("matched above"),
+                };
                 if self.needs_apply && self.error.is_none() {
                     t.offset_at_apply = after.as_ref().ok().map(|i| i.offset);
                 }
@@ -317,7 +334,7 @@ impl Round {
 
     fn apply_if_needed(&mut self, t: &mut Tracker) -> Progress {
         if !self.needs_apply {
-            return self.blind_fence_if_unread();
+            return self.blind_fence_if_unread(t);
         }
         if self.target.writable() {
             t.may_be_writable = true;
@@ -358,13 +375,28 @@ impl Round {
         }
     }
 
-    /// Cannot read the node, but it must not take writes: fence blind.
-    fn blind_fence_if_unread(&mut self) -> Progress {
+    /// Cannot read the node, but it must not take writes: fence blind,
+    /// unless it is known fenced already.
+    fn blind_fence_if_unread(&mut self, t: &Tracker) -> Progress {
         let unread = self.before.as_ref().is_none_or(|b| b.is_err());
-        if unread && !self.target.writable() {
+        if unread && !self.target.writable() && !self.known_fenced(t) {
             return self.run(Phase::BlindFence, Command::FenceBlind);
         }
         self.read_after_if_changed()
+    }
+
+    /// The process that failed to answer the read is, by the tether, the
+    /// one this driver last left non-writable (its last applied target was
+    /// not writable and nothing writable was tried since): it takes no
+    /// writes unless someone else lifts the fence, which the next read
+    /// sees and puts back (§6.8). A blind fence would only cost: on kevy a
+    /// `REPLICAOF` that restarts a replica's sync. A kevy replica busy
+    /// loading a 400 MB snapshot answered no read in time, was fenced
+    /// blind, and full-synced again: three full syncs for one failover
+    /// (issue 35). A stalled or unknown process (tether unanswered, down
+    /// or replaced) is still fenced blind.
+    fn known_fenced(&self, t: &Tracker) -> bool {
+        matches!(self.unread_tether, Some(TetherCheck::Same(_))) && !t.may_be_writable
     }
 
     /// The offset reported with `applied_seq` is read after a change.
@@ -492,6 +524,7 @@ impl Driver {
             error: None,
             fence_applied_after_ms: None,
             fence_failed: false,
+            unread_tether: None,
         });
         Step::Run(first)
     }

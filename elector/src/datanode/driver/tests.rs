@@ -41,14 +41,17 @@ fn round(
             }
             Command::Apply(_) => Outcome::Applied(Ok(())),
             Command::FenceBlind => Outcome::BlindFenced(Ok(())),
-            Command::Observe => Outcome::Observed(match reads.next().expect("a scripted read") {
-                Ok((info, satisfies)) => Ok(Observed {
+            Command::Observe => match reads.next().expect("a scripted read") {
+                Ok((info, satisfies)) => Outcome::Observed(Ok(Observed {
                     info: info.clone(),
                     satisfies: *satisfies,
                     tether: TETHER.with(|t| t.get()),
-                }),
-                Err(()) => Err(DataNodeError::Unreachable("timeout".into())),
-            }),
+                })),
+                Err(()) => Outcome::Unread {
+                    error: DataNodeError::Unreachable("timeout".into()),
+                    tether: TETHER.with(|t| t.get()),
+                },
+            },
         };
         step = d.next(outcome, 130);
     }
@@ -111,6 +114,63 @@ fn a_node_already_fenced_is_read_before_it_is_fenced_again() {
         false,
     );
     assert_eq!(commands, vec![Command::Observe]);
+}
+
+fn follow_n1() -> DataNodeTarget {
+    DataNodeTarget::Follow {
+        primary: "n1".into(),
+        primary_addr: "n1:6379".into(),
+    }
+}
+
+/// §6.8, issue 35: a replica we left following, busy (kevy loading a large
+/// snapshot) so that a read times out while the tether shows the same
+/// process, is not fenced blind: on kevy that `REPLICAOF` restarts the
+/// sync it is loading.
+#[test]
+fn a_replica_left_fenced_that_misses_a_read_on_its_live_tether_is_not_fenced_blind() {
+    TETHER.with(|t| t.set(TetherCheck::Same(1)));
+    let mut d = Driver::new("test");
+    round(
+        &mut d,
+        2,
+        follow_n1(),
+        &[
+            Ok((info("master", Some("a")), false)),
+            Ok((info("slave", Some("a")), true)),
+        ],
+        false,
+    );
+    assert!(!d.t.may_be_writable);
+    let (commands, report) = round(&mut d, 2, follow_n1(), &[Err(())], false);
+    assert_eq!(commands, vec![Command::Observe], "no blind fence");
+    assert!(!report.obs.reachable);
+    // A stalled or unknown process still gets one.
+    for tether in [
+        TetherCheck::Unanswered,
+        TetherCheck::Down,
+        TetherCheck::Replaced(2),
+    ] {
+        TETHER.with(|t| t.set(tether));
+        let (commands, _) = round(&mut d, 2, follow_n1(), &[Err(())], false);
+        assert_eq!(
+            commands,
+            vec![Command::Observe, Command::FenceBlind],
+            "tether {tether:?}"
+        );
+    }
+    TETHER.with(|t| t.set(TetherCheck::Unanswered));
+}
+
+/// §6.4.1: a node that may still be writable (a writable target was the
+/// last one tried) is fenced blind on a missed read, live tether or not.
+#[test]
+fn a_node_that_may_be_writable_is_fenced_blind_on_a_missed_read_even_on_a_live_tether() {
+    TETHER.with(|t| t.set(TetherCheck::Same(1)));
+    let mut d = writable_at(3, Some("a"));
+    let (commands, _) = round(&mut d, 4, DataNodeTarget::Isolated, &[Err(())], true);
+    assert!(commands.ends_with(&[Command::FenceBlind]), "{commands:?}");
+    TETHER.with(|t| t.set(TetherCheck::Unanswered));
 }
 
 #[test]

@@ -155,6 +155,11 @@ pub struct KevySettings {
     pub ack_nudge: bool,
     /// kevy's `[replication] reconnect_window_ms`.
     pub reconnect_window_ms: Millis,
+    /// A test-only switch: report the first master reading after a
+    /// promotion at once, as the policy did before "the tick after a
+    /// promotion" (`new_generation.rs`), so the simulator can show the
+    /// mistake (`false` everywhere else).
+    pub report_before_naming: bool,
 }
 
 /// The policy's memory of one kevy process (and of its own commands).
@@ -320,7 +325,8 @@ impl KevyPolicy {
                     Ok(()) => {
                         self.hold.observed(true, now);
                         self.following = None;
-                        self.unnamed = Some(Unnamed::promoted(now));
+                        self.unnamed =
+                            (!self.settings.report_before_naming).then(|| Unnamed::promoted(now));
                         self.lift_then_done(Op::Promote)
                     }
                 }
