@@ -24,18 +24,6 @@ enum Login {
     AclUser,
 }
 
-/// Kills what it holds when dropped, also when a test panics.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 fn redis_server(port: u16, dir: &Path, login: Login) -> Child {
     let mut cmd = Command::new("redis-server");
     cmd.args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--dir"])
@@ -89,7 +77,7 @@ fn replication(port: u16, login: Login) -> Option<String> {
 struct Pair {
     ports: [u16; 2],
     dir: tempfile::TempDir,
-    procs: Procs,
+    procs: support::Procs,
     /// Declared after `procs`, so the processes die before the ports are
     /// given back.
     _reserved: [support::NodePorts; 2],
@@ -109,7 +97,7 @@ fn start_pair(login: Login, elector_password: &str) -> Pair {
         reserved.each_ref().map(|r| r.election),
         reserved.each_ref().map(|r| r.api),
     );
-    let mut procs = Procs(Vec::new());
+    let mut procs = support::Procs(Vec::new());
     for (i, port) in ports.iter().enumerate() {
         let data = dir.path().join(format!("data{i}"));
         std::fs::create_dir_all(&data).unwrap();
@@ -151,20 +139,7 @@ fn start_pair(login: Login, elector_password: &str) -> Pair {
         );
         let file = dir.path().join(format!("n{i}.yaml"));
         std::fs::write(&file, yaml).unwrap();
-        for what in ["run", "watchdog"] {
-            let log = std::fs::File::create(dir.path().join(format!("{what}-n{i}.log"))).unwrap();
-            procs.0.push(
-                Command::new(env!("CARGO_BIN_EXE_elector"))
-                    .args([what, "--config"])
-                    .arg(&file)
-                    .env("ELECTOR_LOG", "info")
-                    .stdin(Stdio::null())
-                    .stdout(log.try_clone().unwrap())
-                    .stderr(log)
-                    .spawn()
-                    .expect("start elector"),
-            );
-        }
+        support::start_elector_and_watchdog(dir.path(), i, &file, &mut procs);
     }
     Pair {
         ports,
@@ -176,8 +151,7 @@ fn start_pair(login: Login, elector_password: &str) -> Pair {
 
 impl Pair {
     fn log(&self, what: &str, i: usize) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{what}-n{i}.log")))
-            .unwrap_or_default()
+        support::sidecar_log(self.dir.path(), what, i)
     }
 
     /// Waits until one data node is a master and the other its replica with

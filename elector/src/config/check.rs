@@ -136,6 +136,7 @@ impl Config {
             }
             self.check_replication_gate(dn, &mut errors, &mut warnings);
             check_password_source(dn, &mut errors, &mut warnings);
+            super::data_node_tls::check(dn, &mut errors, &mut warnings);
         }
         if !valid_listen(&self.listen.election) {
             errors.push(format!(

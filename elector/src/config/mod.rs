@@ -12,11 +12,15 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 mod check;
+mod data_node_tls;
 mod prescan;
 pub use check::check_cluster;
 pub mod reference;
 mod render;
 mod secret_file;
+#[cfg(test)]
+pub(crate) use data_node_tls::expiry_warnings;
+pub use data_node_tls::{DataNodeTlsConfig, EXPIRY_WARNING_DAYS};
 pub use prescan::{prescan, PrescanError, MAX_BYTES};
 pub use render::{BackendArg, RenderArgs, RenderError};
 pub use secret_file::{read_secret_file, SecretFileError};
@@ -178,6 +182,14 @@ pub struct DataNodeConfig {
     #[serde(skip)]
     #[schemars(skip)]
     pub(crate) password_from_file: Option<crate::net::auth::Secret>,
+    /// TLS for every connection to the data node (Redis only; kevy 7.0.0
+    /// has no TLS). Unset: plain TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<DataNodeTlsConfig>,
+    /// `tls` read and checked when the config was loaded.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub(crate) tls_loaded: Option<crate::datanode::tls::DataNodeTls>,
     /// kevy: abort this host's hanging connects to the primary a replica
     /// leaves (`ss -K`, needs CAP_NET_ADMIN), so kevy's `REPLICAOF` does
     /// not wait out its 5 s connect timeout; and hold the node's connects
@@ -227,6 +239,7 @@ impl DataNodeConfig {
                     .as_ref()
                     .map(|s| String::from_utf8_lossy(s.expose()).into_owned())
             }),
+            tls: self.tls_loaded.clone(),
         }
     }
 
@@ -237,6 +250,15 @@ impl DataNodeConfig {
             self.password_from_file = Some(crate::net::auth::Secret::from_string(
                 read_secret_file("data_node.password_file", path)?,
             ));
+        }
+        Ok(())
+    }
+
+    /// Reads and checks the `tls` files into the config (after
+    /// [`Config::check`] accepted them).
+    fn resolve_tls(&mut self) -> Result<(), crate::datanode::tls::TlsFileError> {
+        if let Some(tls) = &self.tls {
+            self.tls_loaded = Some(crate::datanode::tls::load(tls)?);
         }
         Ok(())
     }
@@ -483,6 +505,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Loaded, ConfigError> {
         if let Some(dn) = config.data_node.as_mut() {
             // Checked a moment ago; a file changed since is refused here.
             if let Err(e) = dn.resolve_secrets() {
+                problems.push(e.to_string());
+            }
+            if let Err(e) = dn.resolve_tls() {
                 problems.push(e.to_string());
             }
         }

@@ -211,6 +211,8 @@ impl RenderArgs {
                 password: None,
                 password_file: None,
                 password_from_file: None,
+                tls: None,
+                tls_loaded: None,
                 abort_stale_connects: super::default_abort_stale_connects(),
                 ack_nudge: super::default_ack_nudge(),
                 kevy_reconnect_window_ms: super::default_kevy_reconnect_window_ms(),

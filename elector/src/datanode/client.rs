@@ -15,11 +15,14 @@ use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisConnectionInfo};
 
 /// How the elector authenticates to its data node (`data_node.username`,
 /// `data_node.password`): `AUTH password`, or `AUTH username password` for
-/// a Redis ACL user. The password never appears in `Debug` output.
+/// a Redis ACL user; and over what (`data_node.tls`: TLS with its trust
+/// anchors and client certificate, else plain TCP). The password never
+/// appears in `Debug` output.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub(crate) struct Credentials {
     pub(crate) username: Option<String>,
     pub(crate) password: Option<String>,
+    pub(crate) tls: Option<super::tls::DataNodeTls>,
 }
 
 impl std::fmt::Debug for Credentials {
@@ -27,6 +30,7 @@ impl std::fmt::Debug for Credentials {
         f.debug_struct("Credentials")
             .field("username", &self.username)
             .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -77,6 +81,26 @@ pub(crate) fn connect_error(e: redis::RedisError) -> DataNodeError {
     }
 }
 
+/// One multiplexed connection to the data node at `address`, logged in
+/// with `credentials`, over TLS when `data_node.tls` is set: the one dial
+/// of the adapter's client and the tether alike. Callers bound it in time.
+pub(crate) async fn connect(
+    address: &str,
+    credentials: &Credentials,
+) -> Result<MultiplexedConnection, DataNodeError> {
+    let info = connection_info(address, credentials)?;
+    match &credentials.tls {
+        Some(tls) => super::tls::connect(address, tls, &info.redis).await,
+        None => {
+            let client = redis::Client::open(info).map_err(connect_error)?;
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(connect_error)
+        }
+    }
+}
+
 /// A lazily (re)connected client.
 pub(crate) struct RespClient {
     address: String,
@@ -97,9 +121,7 @@ impl RespClient {
         if let Some(c) = &self.conn {
             return Ok(c.clone());
         }
-        let info = connection_info(&self.address, &self.credentials)?;
-        let client = redis::Client::open(info).map_err(connect_error)?;
-        let conn = tokio::time::timeout(COMMAND_TIMEOUT, client.get_multiplexed_async_connection())
+        let conn = tokio::time::timeout(COMMAND_TIMEOUT, connect(&self.address, &self.credentials))
             .await
             .map_err(|_| {
                 DataNodeError::Unreachable(format!(
@@ -107,8 +129,7 @@ impl RespClient {
                     self.address,
                     COMMAND_TIMEOUT.as_millis()
                 ))
-            })?
-            .map_err(connect_error)?;
+            })??;
         self.conn = Some(conn.clone());
         Ok(conn)
     }
@@ -237,6 +258,7 @@ mod tests {
         let creds = Credentials {
             username: Some("elector".into()),
             password: Some("p@ss:w/rd#1".into()),
+            tls: None,
         };
         let info = connection_info("127.0.0.1:6379", &creds).unwrap();
         assert_eq!(info.redis.password.as_deref(), Some("p@ss:w/rd#1"));
@@ -263,6 +285,7 @@ mod tests {
         let creds = Credentials {
             username: None,
             password: Some("s3cret".into()),
+            tls: None,
         };
         assert!(!format!("{creds:?}").contains("s3cret"));
     }

@@ -24,6 +24,7 @@ mod nowhere_hold;
 mod redis_node;
 pub(crate) mod stale_connect;
 pub mod tether;
+pub(crate) mod tls;
 pub use nowhere_hold::NowhereHold;
 
 pub(crate) use any::AnyNode;

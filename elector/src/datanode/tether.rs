@@ -16,7 +16,7 @@
 //! after its own connect to the data node, that it is still alive: a data
 //! node that restarted between the two is caught by the dead tether.
 
-use super::client::{connect_error, connection_info, Credentials};
+use super::client::{connect, Credentials};
 use super::{DataNodeError, COMMAND_TIMEOUT};
 use redis::aio::MultiplexedConnection;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,12 +106,9 @@ impl Tether {
     }
 
     async fn connect(&self) -> Result<MultiplexedConnection, DataNodeError> {
-        let info = connection_info(&self.address, &self.credentials)?;
-        let client = redis::Client::open(info).map_err(connect_error)?;
-        tokio::time::timeout(COMMAND_TIMEOUT, client.get_multiplexed_async_connection())
+        tokio::time::timeout(COMMAND_TIMEOUT, connect(&self.address, &self.credentials))
             .await
             .map_err(|_| DataNodeError::Unreachable("tether connect timed out".into()))?
-            .map_err(connect_error)
     }
 
     /// The adapter's check, once per poll: is the process that held the

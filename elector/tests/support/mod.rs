@@ -11,6 +11,9 @@ mod restarts;
 #[allow(unused_imports)] // used by tests/data_safety.rs only
 pub use restarts::DataRestart;
 pub mod sentinel_peer;
+mod sidecars;
+#[allow(unused_imports)] // used by the data_node_* tests only
+pub use sidecars::{sidecar_log, start_elector_and_watchdog, Procs};
 
 pub use clients::*;
 use ports::{companion_port, data_port, release_data_port, PortTaken};
