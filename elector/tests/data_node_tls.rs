@@ -167,7 +167,7 @@ fn start_pair(setup: Setup) -> Pair {
     }
     for port in ports {
         support::wait_until(
-            Duration::from_secs(10),
+            Duration::from_secs(30),
             || replication(port, &pki).is_some(),
             "redis-server to answer over TLS",
         );
@@ -217,7 +217,7 @@ impl Pair {
     /// applied a promotion and a demotion over TLS, and the replica's TLS
     /// session went through the gate.
     fn wait_for_primary_and_replica_through_the_gate(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
+        let deadline = Instant::now() + Duration::from_secs(45);
         loop {
             let infos: Vec<String> = self
                 .ports
@@ -270,7 +270,7 @@ fn mutual_tls_with_a_client_certificate_elects_a_primary() {
 fn a_wrong_ca_is_refused_and_the_log_names_the_ca_file() {
     let pair = start_pair(Setup::WrongCa);
     support::wait_until(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || (0..2).all(|i| pair.log("run", i).contains("data_node.tls.ca_file")),
         "both electors to log the refused certificate",
     );
@@ -297,7 +297,7 @@ fn a_wrong_ca_is_refused_and_the_log_names_the_ca_file() {
 fn a_redis_that_requires_a_client_certificate_is_named_as_the_cause() {
     let pair = start_pair(Setup::NoClientCert);
     support::wait_until(
-        Duration::from_secs(10),
+        Duration::from_secs(30),
         || (0..2).all(|i| pair.log("run", i).contains("data node unusable")),
         "both electors to log the refused connection",
     );
