@@ -30,6 +30,19 @@ if command -v systemd-analyze >/dev/null 2>&1; then
   (cd "$root" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no ./elector.service ./elector-watchdog.service) \
     || die "systemd-analyze verify rejects the units"
   log "systemd-analyze verify: units ok"
+  # The same units with the package's VIP drop-ins beside them (verify reads
+  # drop-ins from the unit file's own directory).
+  mkdir -p "$root/vip"
+  cp "$root/elector.service" "$root/elector-watchdog.service" "$root/vip/"
+  for unit in elector.service elector-watchdog.service; do
+    [ -f "$root/usr/share/elector/systemd/$unit.d/vip.conf" ] || die "the package ships no VIP drop-in for $unit"
+    cp -r "$root/usr/share/elector/systemd/$unit.d" "$root/vip/"
+  done
+  # An unknown key in a drop-in is only a warning to verify: any output fails here.
+  out="$(cd "$root/vip" && SYSTEMD_LOG_LEVEL=warning systemd-analyze verify --man=no ./elector.service ./elector-watchdog.service 2>&1)" \
+    || die "systemd-analyze verify rejects the units with the VIP drop-ins: $out"
+  [ -z "$out" ] || die "systemd-analyze verify warns about the units with the VIP drop-ins: $out"
+  log "systemd-analyze verify: units with the VIP drop-ins ok"
   # The sandbox's exposure, as systemd scores it (offline: the unit files
   # alone); the bar is 3.0 for both units.
   for unit in elector.service elector-watchdog.service; do

@@ -339,6 +339,32 @@ fn sandbox_warning(dir: &std::path::Path) -> Option<String> {
     })
 }
 
+/// A VIP with a unit that cannot move it: an error in a systemd unit
+/// (`INVOCATION_ID` set: the unit's own `ExecStartPre`, whose bounding set
+/// is the service's), so the unit does not start with a VIP it cannot move
+/// or remove; a warning anywhere else (by hand the set is not the unit's).
+fn check_vip_capabilities(config: &config::Config) -> anyhow::Result<()> {
+    if !matches!(config.vip(), Ok(Some(_))) {
+        return Ok(());
+    }
+    let Some(missing) = cli::capabilities::missing_for_vip_here() else {
+        return Ok(());
+    };
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let msg = format!(
+        "a vip is configured but this process may not hold {}; {}",
+        missing.join(" "),
+        cli::capabilities::VIP_DROP_IN_HINT
+    );
+    if std::env::var_os("INVOCATION_ID").is_some() {
+        anyhow::bail!(msg);
+    }
+    eprintln!("warning: {msg}");
+    Ok(())
+}
+
 /// One file of `check-config`: its verdict printed, the config if usable.
 fn check_config(file: &std::path::Path) -> Option<config::Config> {
     let loaded = match config::load(file) {
@@ -354,6 +380,10 @@ fn check_config(file: &std::path::Path) -> Option<config::Config> {
     }
     if let Some(w) = sandbox_warning(&loaded.config.data_dir) {
         eprintln!("warning: {w}");
+    }
+    if let Err(e) = check_vip_capabilities(&loaded.config) {
+        eprintln!("{}: {e}", file.display());
+        return None;
     }
     for w in &loaded.warnings {
         eprintln!("warning: {w}");

@@ -13,6 +13,7 @@
 //! process and needs no async runtime.
 
 mod accept_data_loss;
+pub mod capabilities;
 mod report;
 mod switchover;
 
