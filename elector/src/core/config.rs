@@ -226,11 +226,38 @@ impl CoreConfig {
     /// An election set of `q` members contains at least `max(1, q − w)` data
     /// nodes (the candidate at least), and those must meet the replicas that
     /// acknowledged: `k + max(1, q − w) > d − 1`. Without witnesses this is
-    /// `n − q`, at most the usual `quorum − 1`.
+    /// `n − q`, at most the usual `quorum − 1`; and never below one replica
+    /// where there is one. Two data nodes without a witness would get
+    /// `n − q = 0`, a promise only the old primary's own tail could keep
+    /// (every election needs it), so an old primary that came back unable
+    /// to prove its data would block its successor for ever; with `WAIT 1`
+    /// the successor holds every acknowledged write (§4.5, §6.10).
     pub fn data_promise(&self) -> usize {
+        let d = self.data_members();
+        let formula = d.saturating_sub(self.min_data_in_election());
+        formula.max(1).min(d.saturating_sub(1))
+    }
+
+    /// An election set of `q` members holds at least this many data nodes,
+    /// the candidate at least (§4.5).
+    fn min_data_in_election(&self) -> usize {
         let q = self.quorum().size();
-        let in_election = q.saturating_sub(self.witnesses()).max(1);
-        self.data_members().saturating_sub(in_election)
+        q.saturating_sub(self.witnesses()).max(1)
+    }
+
+    /// Whether a voter's *held position* (what its data node held as its
+    /// primary, acknowledged or not) must count in its vote (§6.10): only
+    /// where the acknowledging replicas can miss every data node of an
+    /// election set but the old primary. A candidate other than the old
+    /// primary is a replica, and an election set holds at least
+    /// `max(1, m − 1)` data nodes besides the old primary (`m` its data
+    /// nodes); when `k + max(1, m − 1) > d − 1` those always meet the `k`
+    /// replicas that acknowledged, so the old primary's tail beyond them
+    /// is unacknowledged and must not stop a successor (2 nodes, 2 + 1,
+    /// 3 + 2). With 3, 4 or 5 nodes, or 4 + 1, it must count.
+    pub(crate) fn held_guards_the_promise(&self) -> bool {
+        let others = self.min_data_in_election().saturating_sub(1).max(1);
+        self.data_promise() + others <= self.data_members().saturating_sub(1)
     }
 
     /// How many data replicas the data node's own dead-man switch (Redis
@@ -284,6 +311,7 @@ mod tests {
     fn the_data_promise_and_the_dead_man_switch_count_data_replicas_only() {
         // §4.5: (data, witnesses) -> (quorum, WAIT, min-replicas-to-write)
         let table = [
+            ((2, 0), (2, 1, 1)),
             ((3, 0), (2, 1, 1)),
             ((5, 0), (3, 2, 2)),
             ((4, 0), (3, 1, 2)),
@@ -301,6 +329,28 @@ mod tests {
                 "{d} data nodes + {w} witnesses"
             );
             assert!(c.data_promise() < d, "{d}+{w}: more replicas than exist");
+        }
+    }
+
+    #[test]
+    fn an_old_primarys_tail_counts_in_its_vote_only_where_the_promise_needs_it() {
+        // §6.10: (data, witnesses) -> the held position guards the promise
+        let table = [
+            ((2, 0), false),
+            ((3, 0), true),
+            ((4, 0), true),
+            ((5, 0), true),
+            ((2, 1), false),
+            ((3, 2), false),
+            ((4, 1), true),
+            ((2, 2), false),
+        ];
+        for ((d, w), needed) in table {
+            assert_eq!(
+                cluster(d, w).held_guards_the_promise(),
+                needed,
+                "{d} data nodes + {w} witnesses"
+            );
         }
     }
 }

@@ -105,6 +105,23 @@ impl Core {
             .max()
     }
 
+    /// What this node must not vote below (§6.10): as [`Core::must_hold`],
+    /// but its held position only where the data promise needs an old
+    /// primary's tail ([`super::CoreConfig::held_guards_the_promise`]).
+    /// Elsewhere that tail is unacknowledged by construction, and counting
+    /// it let an old primary whose data node came back unproven refuse its
+    /// successor for ever (2 nodes, conformance `n2-primary-kill` on kevy).
+    pub(crate) fn must_hold_when_voting(&self) -> Option<Floor> {
+        let held = self
+            .state
+            .held
+            .filter(|_| self.cfg.held_guards_the_promise());
+        [self.state.floor, held, self.unplaced_hint()]
+            .into_iter()
+            .flatten()
+            .max()
+    }
+
     pub fn proof(&self) -> Proof {
         self.data.proof
     }
@@ -339,14 +356,21 @@ impl Core {
     /// replica that joined the new primary carries the new primary's
     /// `master_replid`, the recorded one as `master_replid2`): a position
     /// in the joined epoch's stream, for all we know (§6.10). Used when
-    /// voting only; standing needs a claim anyway.
+    /// voting only; standing needs a claim anyway. An empty data node
+    /// (offset 0) holds nothing of any stream, so places nothing: counted
+    /// as `(joined epoch, 0)` it refused every candidate of an older data
+    /// epoch on behalf of writes it does not hold, and two nodes could
+    /// then elect nobody (simulator, kevy, two nodes, seed 159: the joined
+    /// epoch's primary was never made writable). What it held before is
+    /// the floor's and the watchdog hint's to say.
     pub(super) fn unplaced_reading(&self) -> Option<(u64, u64)> {
         let epoch = self.inherited_unclaimed_join()?;
         let obs = &self.data.obs;
         if !obs.reachable || self.is_recorded_stream(obs.stream.as_ref()) {
             return None;
         }
-        Some((epoch, obs.offset?))
+        let offset = obs.offset.filter(|&o| o > 0)?;
+        Some((epoch, offset))
     }
 
     /// Writes a risen floor once a heartbeat at most, or at once when

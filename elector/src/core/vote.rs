@@ -19,10 +19,25 @@ impl Core {
         }
         let fresh = match self.proven_position() {
             Some(_) => (stream, self.my_offset()),
+            // Unproven in a stream it served as primary, where an old
+            // primary's tail guards nothing (2 nodes, 2 + 1, 3 + 2): the
+            // stream's acknowledged writes are on replicas, whose floors
+            // and claims speak for them. Counting the stream itself would
+            // refuse a survivor that never got a write of it (kevy model,
+            // two nodes: the primary died before its replica linked up).
+            None if self.served_unguarded(stream) => (0, 0),
             None => (stream, 0),
         };
         let fresh = self.unplaced_reading().map_or(fresh, |at| fresh.max(at));
-        self.must_hold().map_or(fresh, |f| fresh.max(f.pair()))
+        self.must_hold_when_voting()
+            .map_or(fresh, |f| fresh.max(f.pair()))
+    }
+
+    /// `stream` is one this node's data node held as its primary, and the
+    /// data promise needs no old primary's tail (§6.10).
+    fn served_unguarded(&self, stream: u64) -> bool {
+        !self.cfg.held_guards_the_promise()
+            && self.state.held.is_some_and(|h| h.data_epoch >= stream)
     }
 
     /// Brings the data target up to date, then says whether the data node is

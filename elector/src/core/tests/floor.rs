@@ -252,7 +252,11 @@ fn reject_reason(step: &Step) -> Option<RejectReason> {
 
 /// A writable kevy primary (n1, epoch 1) whose data node serves stream "g1".
 fn kevy_primary() -> Node {
-    let mut cfg = config("n1");
+    kevy_primary_of(config("n1"))
+}
+
+/// As [`kevy_primary`], in the cluster `cfg` describes (n2 votes for it).
+fn kevy_primary_of(mut cfg: CoreConfig) -> Node {
     cfg.backend.promotion_restarts_stream = true;
     let mut n = Node {
         core: Core::new(cfg, PersistedState::default(), 0),
@@ -752,4 +756,71 @@ fn a_primary_fenced_longer_than_its_voters_and_an_election_take_resigns_to_stand
         resigned_at - fenced_at
     );
     assert_ne!(n.core.role(), Role::Primary);
+}
+
+/// The config of `me` in a cluster of the first `members` of n1, n2, n3.
+fn config_of(me: &str, members: usize) -> CoreConfig {
+    let mut cfg = config(me);
+    cfg.members.truncate(members);
+    cfg
+}
+
+/// n1, primary of epoch 1 in a cluster of `members`, whose data node held
+/// 900 of its stream (its own tail: n2 had 500), restarted with its data
+/// node: the new process names no stream, so n1 is unproven and does not
+/// stand. n2 then offers epoch 2 at 500.
+fn old_primary_back_unproven_judging_the_survivor(members: usize) -> Step {
+    let mut n = kevy_primary_of(config_of("n1", members));
+    let seq = n.core.target.seq;
+    n.handle(
+        450,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(900),
+            link_up: true,
+            master: true,
+            applied_seq: seq,
+            stream: stream("g1"),
+            ..Observation::default()
+        }),
+    );
+    n.release_writes(451);
+    assert_eq!(
+        n.core.state.held,
+        Some(Floor::new(1, 900)),
+        "its tail as primary"
+    );
+    let mut cfg = config_of("n1", members);
+    cfg.backend.promotion_restarts_stream = true;
+    let mut back = Node {
+        core: Core::new(cfg, n.core.persisted().clone(), 20_000),
+        gate: Gate::default(),
+    };
+    back.start(20_000);
+    back.handle(20_001, reading(0, 1, false, None, 0));
+    assert!(
+        back.core.below_floor(),
+        "it cannot prove its data: no standing"
+    );
+    back.handle(25_000, offer_at(2, "n2", 1, 500))
+}
+
+/// §4.5, §6.10 (conformance `n2-primary-kill` on kevy, which failed now and
+/// then): with two data nodes every acknowledged write (`WAIT 1`) is on the
+/// survivor, so the old primary's unacknowledged tail must not make it
+/// refuse its successor; nothing else can be elected.
+#[test]
+fn an_old_primary_of_two_nodes_back_unproven_votes_for_the_survivor_despite_its_tail() {
+    let step = old_primary_back_unproven_judging_the_survivor(2);
+    assert_eq!(reject_reason(&step), None, "refused: {step:?}");
+    assert!(step.persist.is_some(), "the vote is written: {step:?}");
+}
+
+/// §6.10: with three nodes, the replica that acknowledged the tail may be
+/// the one missing; the old primary's held position is then the only
+/// guard, and the survivor below it is refused.
+#[test]
+fn an_old_primary_of_three_nodes_back_unproven_refuses_a_survivor_below_its_tail() {
+    let step = old_primary_back_unproven_judging_the_survivor(3);
+    assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind));
 }
