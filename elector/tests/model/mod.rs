@@ -316,7 +316,8 @@ pub enum Start {
     /// search starts a few steps before the first OFFER of its successor.
     PrimaryCrashed,
     /// As `PrimaryCrashed`, but the primary took a second write that no
-    /// replica holds (an unacknowledged tail) before its elector died.
+    /// replica holds (an unacknowledged tail), and its elector read it and
+    /// a heartbeat passed, before the elector died.
     PrimaryCrashedWithTail,
     /// As `PrimaryCrashedWithTail`, then the old primary's data node
     /// restarts with its files (a new process: its tail is unproven) and its
@@ -409,7 +410,20 @@ impl ClusterModel {
                     Start::PrimaryCrashedWithTail | Start::PrimaryBackWithTail
                 );
                 let s = if with_tail {
-                    world.step(&s, Act::Write(p)).expect("tail")
+                    // The primary's elector reads its tail (its held
+                    // position, §6.10) before it dies; no replica syncs it.
+                    let s = world.step(&s, Act::Write(p)).expect("tail");
+                    let since = s.now;
+                    let hb = world.cluster.timings.hb_interval_ms;
+                    let no_sync = |_: &State, a: &Act| matches!(a, Act::Sync(_));
+                    let held = move |_: &World, s: &State| {
+                        let n = &s.nodes[p];
+                        s.now >= since + hb
+                            && !n.round_due
+                            && n.persists.is_empty()
+                            && n.reported.as_ref() == Some(&n.server)
+                    };
+                    world.run(s, no_sync, held).pop().expect("tail read")
                 } else {
                     s
                 };
