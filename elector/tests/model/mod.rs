@@ -389,15 +389,7 @@ impl ClusterModel {
                     // The acknowledging replica's elector has read the
                     // write and a heartbeat passed (the floor is durable,
                     // §6.10's bound), then its data node comes back empty.
-                    let since = s.now;
-                    let hb = world.cluster.timings.hb_interval_ms;
-                    let noted = move |_: &World, s: &State| {
-                        let n = &s.nodes[r];
-                        s.now >= since + hb
-                            && !n.round_due
-                            && n.persists.is_empty()
-                            && n.reported.as_ref() == Some(&n.server)
-                    };
+                    let noted = read_and_kept(&world, &s, r);
                     let s = world.run(s, lagging, noted).pop().expect("floor noted");
                     world
                         .step(&s, Act::DataRestartEmpty(r))
@@ -413,16 +405,8 @@ impl ClusterModel {
                     // The primary's elector reads its tail (its held
                     // position, §6.10) before it dies; no replica syncs it.
                     let s = world.step(&s, Act::Write(p)).expect("tail");
-                    let since = s.now;
-                    let hb = world.cluster.timings.hb_interval_ms;
                     let no_sync = |_: &State, a: &Act| matches!(a, Act::Sync(_));
-                    let held = move |_: &World, s: &State| {
-                        let n = &s.nodes[p];
-                        s.now >= since + hb
-                            && !n.round_due
-                            && n.persists.is_empty()
-                            && n.reported.as_ref() == Some(&n.server)
-                    };
+                    let held = read_and_kept(&world, &s, p);
                     world.run(s, no_sync, held).pop().expect("tail read")
                 } else {
                     s
@@ -542,6 +526,21 @@ impl ClusterModel {
             .filter(|p| p.expectation == Expectation::Always && !(p.condition)(self, s))
             .map(|p| p.name)
             .collect()
+    }
+}
+
+/// A stop condition for [`World::run`]: node `i`'s elector has read its
+/// data node as it is now, nothing of it waits for the disk, and a
+/// heartbeat has passed since `s` (what it read is durable: the floor and
+/// the held position, §6.10).
+fn read_and_kept(world: &World, s: &State, i: usize) -> impl Fn(&World, &State) -> bool {
+    let until = s.now + world.cluster.timings.hb_interval_ms;
+    move |_, s| {
+        let n = &s.nodes[i];
+        s.now >= until
+            && !n.round_due
+            && n.persists.is_empty()
+            && n.reported.as_ref() == Some(&n.server)
     }
 }
 
