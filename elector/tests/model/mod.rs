@@ -24,6 +24,10 @@
 //! * `Crash(i)` / `Restart(i)`: the elector process dies (its pending
 //!   writes, gate, connections and adapter with it; the watchdog fences its
 //!   data node, §6.4.1) and starts again from its durable state.
+//! * `DataRestartKept(i)` / `DataRestartEmpty(i)`: node `i`'s data node
+//!   restarts as a new process, with its files or empty (the simulator's
+//!   `restart_data`), isolated and in a stream of its own; its elector runs
+//!   on and finds out on its next round (the tether).
 //!
 //! Ghost variables record what the properties need: every primary per
 //! epoch, every vote sent, the acknowledged writes, and violations found
@@ -41,7 +45,7 @@ use elector::datanode::tether::TetherCheck;
 use elector::protocol::{Message, Role};
 use process::{Answer, Boot, Input, Proc};
 use server::Server;
-use stateright::{Model, Property};
+use stateright::{Expectation, Model, Property};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -69,6 +73,8 @@ pub struct Cluster {
     pub timings: Timings,
     pub faults: Faults,
     pub max_crashes: u32,
+    /// Data-node restarts (with files or empty) per search.
+    pub max_data_restarts: u32,
     pub max_duplicates: u32,
     pub max_persist_failures: u32,
     pub max_writes: u64,
@@ -88,6 +94,7 @@ impl Cluster {
             timings: model_timings(),
             faults: Faults::default(),
             max_crashes: 1,
+            max_data_restarts: 0,
             max_duplicates: 1,
             max_persist_failures: 0,
             max_writes: 1,
@@ -122,6 +129,14 @@ impl Cluster {
 
     pub fn is_witness(&self, i: usize) -> bool {
         i >= self.nodes - self.witnesses
+    }
+
+    /// Two data members, quorum 2, acknowledgement `WAIT 1` (§4.5).
+    pub fn two_quick() -> Cluster {
+        Cluster {
+            nodes: 2,
+            ..Cluster::three_quick()
+        }
     }
 
     /// Two data members and a witness (§4.5).
@@ -251,6 +266,7 @@ pub struct State {
     pub streams: u64,
     pub next_write: u64,
     pub crashes: u32,
+    pub data_restarts: u32,
     pub duplicates: u32,
     pub persist_failures: u32,
     pub ghost: Ghost,
@@ -277,6 +293,8 @@ pub enum Act {
     Write(usize),
     Crash(usize),
     Restart(usize),
+    DataRestartKept(usize),
+    DataRestartEmpty(usize),
 }
 
 pub struct ClusterModel {
@@ -297,6 +315,20 @@ pub enum Start {
     /// Settled, a write acknowledged, then the primary's elector dies; the
     /// search starts a few steps before the first OFFER of its successor.
     PrimaryCrashed,
+    /// As `PrimaryCrashed`, but the primary took a second write that no
+    /// replica holds (an unacknowledged tail), and its elector read it and
+    /// a heartbeat passed, before the elector died.
+    PrimaryCrashedWithTail,
+    /// As `PrimaryCrashedWithTail`, then the old primary's data node
+    /// restarts with its files (a new process: its tail is unproven) and its
+    /// elector starts again: the case of §4.5's "whether an old primary's
+    /// tail guards the promise" (with two nodes nobody can stand before).
+    PrimaryBackWithTail,
+    /// Settled, a write acknowledged by one replica only (the others lag),
+    /// whose elector notes it; then that replica's data node restarts
+    /// empty and the primary's elector dies: the only copy left is the
+    /// floor the replica's elector keeps (§6.10).
+    ReplicaRestartedEmpty,
     /// Settled, a write acknowledged, then the primary is cut off (nothing
     /// it sends or is sent arrives) until a replica stands; the search
     /// starts a few steps before that OFFER, every held message deliverable.
@@ -329,22 +361,78 @@ impl ClusterModel {
             .expect("settled");
         let init = match start {
             Start::Boot | Start::Settled => s,
-            Start::PrimaryCrashed | Start::PrimaryIsolated | Start::SuccessorElected => {
+            Start::PrimaryCrashed
+            | Start::PrimaryCrashedWithTail
+            | Start::PrimaryBackWithTail
+            | Start::ReplicaRestartedEmpty
+            | Start::PrimaryIsolated
+            | Start::SuccessorElected => {
                 let p = (0..s.nodes.len())
                     .find(|&i| s.nodes[i].server.writable())
                     .expect("a writable primary");
+                // The replica that acknowledges (the first data member
+                // after the primary); with `ReplicaRestartedEmpty` the
+                // others lag (their syncs never run before the crash).
+                let r = (1..s.nodes.len())
+                    .map(|k| (p + k) % s.nodes.len())
+                    .find(|&k| !world.cluster.is_witness(k))
+                    .expect("a replica");
+                let lagging = move |_: &State, a: &Act| {
+                    start == Start::ReplicaRestartedEmpty && matches!(a, Act::Sync(j) if *j != r)
+                };
                 let s = world.step(&s, Act::Write(p)).expect("write");
                 let s = world
-                    .run(s, |_, _| false, |_, s: &State| !s.ghost.acked.is_empty())
+                    .run(s, lagging, |_, s: &State| !s.ghost.acked.is_empty())
                     .pop()
                     .expect("acknowledged");
-                let s = if start == Start::PrimaryCrashed {
+                let s = if start == Start::ReplicaRestartedEmpty {
+                    // The acknowledging replica's elector has read the
+                    // write and a heartbeat passed (the floor is durable,
+                    // §6.10's bound), then its data node comes back empty.
+                    let noted = read_and_kept(&world, &s, r);
+                    let s = world.run(s, lagging, noted).pop().expect("floor noted");
+                    world
+                        .step(&s, Act::DataRestartEmpty(r))
+                        .expect("data restart")
+                } else {
+                    s
+                };
+                let with_tail = matches!(
+                    start,
+                    Start::PrimaryCrashedWithTail | Start::PrimaryBackWithTail
+                );
+                let s = if with_tail {
+                    // The primary's elector reads its tail (its held
+                    // position, §6.10) before it dies; no replica syncs it.
+                    let s = world.step(&s, Act::Write(p)).expect("tail");
+                    let no_sync = |_: &State, a: &Act| matches!(a, Act::Sync(_));
+                    let held = read_and_kept(&world, &s, p);
+                    world.run(s, no_sync, held).pop().expect("tail read")
+                } else {
+                    s
+                };
+                let crashed = matches!(
+                    start,
+                    Start::PrimaryCrashed
+                        | Start::PrimaryCrashedWithTail
+                        | Start::PrimaryBackWithTail
+                        | Start::ReplicaRestartedEmpty
+                );
+                let s = if crashed {
                     world.step(&s, Act::Crash(p)).expect("crash")
                 } else {
                     s
                 };
+                let s = if start == Start::PrimaryBackWithTail {
+                    let s = world
+                        .step(&s, Act::DataRestartKept(p))
+                        .expect("data restart");
+                    world.step(&s, Act::Restart(p)).expect("restart")
+                } else {
+                    s
+                };
                 let cut = move |s: &State, a: &Act| {
-                    start != Start::PrimaryCrashed
+                    !crashed
                         && matches!(a, Act::Deliver(k) if s.net[*k].from == p || s.net[*k].to == p)
                 };
                 let base = s.ghost.primaries.keys().max().copied().unwrap_or(0);
@@ -368,6 +456,91 @@ impl ClusterModel {
             cluster: world.cluster,
             init,
         }
+    }
+}
+
+impl ClusterModel {
+    /// Re-executes `schedule` (a counterexample the search printed, e.g.
+    /// `[Deliver(0), Advance, Round(1)]`) from the start state, refusing an
+    /// action the search could not have taken there. Every step is
+    /// deterministic (the core's time and randomness come from the model),
+    /// so the last state is the one the search reported.
+    pub fn replay(&self, schedule: &[Act]) -> Result<State, String> {
+        let mut world = World::new(&self.cluster);
+        let mut s = self.init.clone();
+        for (n, act) in schedule.iter().enumerate() {
+            let mut enabled = Vec::new();
+            world.actions(&s, &mut enabled);
+            if !enabled.contains(act) {
+                return Err(format!(
+                    "step {n}: {act:?} is not enabled (enabled: {enabled:?})"
+                ));
+            }
+            s = world
+                .step(&s, act.clone())
+                .ok_or_else(|| format!("step {n}: {act:?} led nowhere"))?;
+        }
+        Ok(s)
+    }
+
+    /// The fault-free schedule the start states are built with (deliver in
+    /// order, then the disk, the adapters, replication, time), from `from`
+    /// for at most `steps` steps or until `stop`: the actions it took.
+    pub fn fair_run(
+        &self,
+        from: &State,
+        steps: usize,
+        stop: impl Fn(&State) -> bool,
+    ) -> (Vec<Act>, State) {
+        let mut world = World::new(&self.cluster);
+        let mut s = from.clone();
+        let mut taken = Vec::new();
+        while taken.len() < steps && !stop(&s) {
+            let Some(act) = world.fair_pick(&s, |_, _| false) else {
+                break;
+            };
+            s = world.step(&s, act.clone()).expect("an enabled action");
+            taken.push(act);
+        }
+        (taken, s)
+    }
+
+    /// The same model, its search starting `steps` steps further along the
+    /// fault-free schedule ([`ClusterModel::fair_run`]): for the controls,
+    /// whose violations lie deeper than a minute's exhaustive search.
+    pub fn skip_ahead(mut self, steps: usize) -> ClusterModel {
+        let (_, mut init) = self.fair_run(&self.init, steps, |_| false);
+        for node in &mut init.nodes {
+            let mut all: Vec<Input> = node.prefix.as_ref().clone();
+            all.append(&mut node.inputs);
+            node.prefix = Arc::new(all);
+        }
+        self.init = init;
+        self
+    }
+
+    /// The names of the `always` properties `s` breaks.
+    pub fn broken(&self, s: &State) -> Vec<&'static str> {
+        self.properties()
+            .into_iter()
+            .filter(|p| p.expectation == Expectation::Always && !(p.condition)(self, s))
+            .map(|p| p.name)
+            .collect()
+    }
+}
+
+/// A stop condition for [`World::run`]: node `i`'s elector has read its
+/// data node as it is now, nothing of it waits for the disk, and a
+/// heartbeat has passed since `s` (what it read is durable: the floor and
+/// the held position, §6.10).
+fn read_and_kept(world: &World, s: &State, i: usize) -> impl Fn(&World, &State) -> bool {
+    let until = s.now + world.cluster.timings.hb_interval_ms;
+    move |_, s| {
+        let n = &s.nodes[i];
+        s.now >= until
+            && !n.round_due
+            && n.persists.is_empty()
+            && n.reported.as_ref() == Some(&n.server)
     }
 }
 
@@ -407,6 +580,7 @@ impl World {
             streams: 0,
             next_write: 1,
             crashes: 0,
+            data_restarts: 0,
             duplicates: 0,
             persist_failures: 0,
             ghost: Ghost {
@@ -434,15 +608,8 @@ impl World {
             if stop(self, &s) {
                 return history;
             }
-            let mut acts = Vec::new();
-            self.actions(&s, &mut acts);
-            acts.retain(|a| !skip(&s, a));
-            let first = |f: &dyn Fn(&Act) -> bool| acts.iter().find(|a| f(a)).cloned();
-            let pick = first(&|a| matches!(a, Act::Deliver(_)))
-                .or_else(|| first(&|a| matches!(a, Act::Persist(_))))
-                .or_else(|| first(&|a| matches!(a, Act::Round(_))))
-                .or_else(|| first(&|a| matches!(a, Act::Sync(_))))
-                .or_else(|| first(&|a| matches!(a, Act::Advance)))
+            let pick = self
+                .fair_pick(&s, &skip)
                 .expect("the fixed schedule can always proceed");
             s = self.step(&s, pick).expect("fixed schedule step");
             history.push(s.clone());
@@ -451,6 +618,21 @@ impl World {
             }
         }
         panic!("the fixed schedule did not reach its goal:\n{s:#?}");
+    }
+
+    /// The fixed schedule's next action: deliver in order, then the disk,
+    /// the adapters, replication, time (never a fault, never one `skip`
+    /// names).
+    fn fair_pick(&self, s: &State, skip: impl Fn(&State, &Act) -> bool) -> Option<Act> {
+        let mut acts = Vec::new();
+        self.actions(s, &mut acts);
+        acts.retain(|a| !skip(s, a));
+        let first = |f: &dyn Fn(&Act) -> bool| acts.iter().find(|a| f(a)).cloned();
+        first(&|a| matches!(a, Act::Deliver(_)))
+            .or_else(|| first(&|a| matches!(a, Act::Persist(_))))
+            .or_else(|| first(&|a| matches!(a, Act::Round(_))))
+            .or_else(|| first(&|a| matches!(a, Act::Sync(_))))
+            .or_else(|| first(&|a| matches!(a, Act::Advance)))
     }
 
     /// One primary, writable, every other node following it with its link up.
@@ -773,6 +955,10 @@ impl World {
             } else {
                 acts.push(Act::Restart(i));
             }
+            if !c.is_witness(i) && s.data_restarts < c.max_data_restarts {
+                acts.push(Act::DataRestartKept(i));
+                acts.push(Act::DataRestartEmpty(i));
+            }
             if self.synced(s, i).is_some() {
                 acts.push(Act::Sync(i));
             }
@@ -902,6 +1088,11 @@ impl World {
                 // Connections died with the old process.
                 s.net.retain(|m| m.to != i);
                 self.restart(&mut s, i)
+            }
+            Act::DataRestartKept(i) | Act::DataRestartEmpty(i) => {
+                s.data_restarts += 1;
+                let keep = matches!(act, Act::DataRestartKept(_));
+                s.nodes[i].server.restart(keep, &mut s.streams);
             }
         }
         self.after_step(&mut s);

@@ -17,8 +17,8 @@ pub struct Server {
     pub link_up: bool,
     pub stream: u64,
     pub stream_prev: Option<u64>,
-    /// Which process answers (a restart of the data node is not modelled:
-    /// always 1).
+    /// Which process answers: a data-node restart starts a new one (the
+    /// adapter's tether sees it replaced).
     pub process: u64,
 }
 
@@ -84,6 +84,23 @@ impl Server {
             self.stream = *fresh_stream;
         }
         Ok(!was_writable && self.writable())
+    }
+
+    /// The data node restarts as a new process (the simulator's
+    /// `restart_data`): with its files (`keep_files`, the log survives) or
+    /// empty. Either way it comes back isolated, unlinked and in a stream of
+    /// its own: an AOF restart of Redis and a crashed kevy do not keep their
+    /// replication id, so the elector must prove the position again (§6.10).
+    pub fn restart(&mut self, keep_files: bool, fresh_stream: &mut u64) {
+        if !keep_files {
+            self.log.clear();
+        }
+        self.applied = DataNodeTarget::Isolated;
+        self.link_up = false;
+        self.process += 1;
+        *fresh_stream += 1;
+        self.stream = *fresh_stream;
+        self.stream_prev = None;
     }
 
     /// Replicates from `upstream`: extends a prefix, full-syncs otherwise.
