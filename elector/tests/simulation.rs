@@ -279,6 +279,20 @@ fn with_regressions(mut seeds: Vec<u64>, regressions: &[u64]) -> Vec<u64> {
     seeds
 }
 
+/// One random schedule on the kevy model, its membership drawn from the
+/// seed (3 or 5 data nodes, or 2 + a witness), `tweak` applied to the
+/// simulator first: what every kevy test and control of this file runs.
+fn run_kevy_schedule(
+    seed: u64,
+    faults: Faults,
+    tweak: fn(&mut Sim),
+) -> ((usize, usize), Result<Sim, Failure>) {
+    let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xce77);
+    let membership = [(3, 0), (5, 0), (2, 1)][pick.gen_range(0..3)];
+    let run = run_schedule_tweaked(seed, membership, faults, pick, None, true, tweak);
+    (membership, run)
+}
+
 /// The same random schedules on the kevy 7.0.0 model, every elector driving
 /// it through the real kevy policy (§9, `sim/kevy.rs`): 3 or 5 data nodes,
 /// or 2 + a witness. `SIM_KEVY_SEEDS` sets how many (default 500).
@@ -290,9 +304,8 @@ fn random_fault_schedules_on_kevy_keep_every_invariant_and_converge_after_healin
         sim::seeds_from_env("SIM_KEVY_SEEDS", 500),
         KEVY_REGRESSION_SEEDS,
     ) {
-        let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xce77);
-        let membership = [(3, 0), (5, 0), (2, 1)][pick.gen_range(0..3)];
-        match run_schedule_on(seed, membership, Faults::default(), pick, None, true) {
+        let (membership, run) = run_kevy_schedule(seed, Faults::default(), |_| {});
+        match run {
             Ok(sim) => {
                 events += sim.events_handled;
                 operator += u64::from(sim.operator_interventions > 0);
@@ -356,17 +369,9 @@ fn random_fault_schedules_on_kevy_with_snapshot_loading_keep_every_invariant_and
         sim::seeds_from_env("SIM_KEVY_LOADING_SEEDS", 250),
         KEVY_LOADING_REGRESSION_SEEDS,
     ) {
-        let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xce77);
-        let membership = [(3, 0), (5, 0), (2, 1)][pick.gen_range(0..3)];
-        let run = run_schedule_tweaked(
-            seed,
-            membership,
-            Faults::default(),
-            pick,
-            None,
-            true,
-            |sim| sim.kevy_loads_snapshots = true,
-        );
+        let (membership, run) = run_kevy_schedule(seed, Faults::default(), |sim| {
+            sim.kevy_loads_snapshots = true
+        });
         if let Err(failure) = run {
             let (sim, e) = *failure;
             panic!(
@@ -436,17 +441,10 @@ fn the_schedules_draw_exactly_the_kinds_the_vocabulary_marks_as_simulated() {
 #[test]
 fn reporting_a_kevy_promotion_before_it_names_its_generation_is_caught_by_the_convergence_check() {
     let caught = (0..30).find_map(|seed| {
-        let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xce77);
-        let membership = [(3, 0), (5, 0), (2, 1)][pick.gen_range(0..3)];
-        run_schedule_tweaked(
-            seed,
-            membership,
-            Faults::default(),
-            pick,
-            None,
-            true,
-            |sim| sim.kevy_report_before_naming = true,
-        )
+        run_kevy_schedule(seed, Faults::default(), |sim| {
+            sim.kevy_report_before_naming = true
+        })
+        .1
         .err()
         .map(|f| (seed, f.1))
     });
@@ -533,9 +531,8 @@ fn skipping_the_lease_fence_is_caught_by_the_invariants() {
 /// The first of `seeds` whose kevy schedule fails under `faults`.
 fn first_failing_kevy_seed(seeds: &[u64], faults: Faults) -> Option<(u64, String)> {
     seeds.iter().find_map(|&seed| {
-        let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0xce77);
-        let membership = [(3, 0), (5, 0), (2, 1)][pick.gen_range(0..3)];
-        run_schedule_on(seed, membership, faults, pick, None, true)
+        run_kevy_schedule(seed, faults, |_| {})
+            .1
             .err()
             .map(|f| (seed, f.1))
     })

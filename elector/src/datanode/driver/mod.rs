@@ -253,17 +253,10 @@ impl Round {
                 }
                 self.read_after_if_changed()
             }
-            (Phase::ObserveAfter, outcome @ (Outcome::Observed(_) | Outcome::Unread { .. })) => {
-                let after = match outcome {
-                    Outcome::Observed(read) => read.map(|o| o.info),
-                    Outcome::Unread { error, .. } => Err(error),
-                    _ => unreachable!("matched above"),
-                };
-                if self.needs_apply && self.error.is_none() {
-                    t.offset_at_apply = after.as_ref().ok().map(|i| i.offset);
-                }
-                Progress::Finish(Box::new(after))
+            (Phase::ObserveAfter, Outcome::Observed(read)) => {
+                self.read_after(t, read.map(|o| o.info))
             }
+            (Phase::ObserveAfter, Outcome::Unread { error, .. }) => self.read_after(t, Err(error)),
             (phase, outcome) => {
                 // An executor that answers out of turn: end the round with
                 // what is known rather than act on a mismatched result.
@@ -271,6 +264,19 @@ impl Round {
                 Progress::Finish(Box::new(self.take_before()))
             }
         }
+    }
+
+    /// The read after a change ends the round; its offset is the one
+    /// reported with the applied target.
+    fn read_after(
+        &mut self,
+        t: &mut Tracker,
+        after: Result<ReplicationInfo, DataNodeError>,
+    ) -> Progress {
+        if self.needs_apply && self.error.is_none() {
+            t.offset_at_apply = after.as_ref().ok().map(|i| i.offset);
+        }
+        Progress::Finish(Box::new(after))
     }
 
     fn run(&mut self, phase: Phase, command: Command) -> Progress {
