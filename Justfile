@@ -124,6 +124,10 @@ conformance-chaos-short:
 conformance-parts:
     cargo run -p conformance --release -- run --tag parts --backend both
 
+# issue 34 (c): the only holder of acknowledged writes out of reach (crashed or cut off) while a replica's data node comes back empty or from older files; no election below the floor, 0 lost; FLOOR_SEEDS seeds (default 5), both backends (about 15 minutes)
+conformance-floor:
+    cargo run -p conformance --release -- run --tag floor --seeds "${FLOOR_SEEDS:-5}" --backend both
+
 # the primary's data node wiped and started again after 0, 30, 100 and 1000 ms (DATA_NODE_RESTART_GAP_MS) under its running elector, RESTART_GAP_SEEDS seeds (default 5), both backends (about 25 minutes; the 0 ms one is in the quick suite)
 conformance-restart-gaps:
     cargo run -p conformance --release -- run --tag restart-gap --seeds "${RESTART_GAP_SEEDS:-5}" --backend both

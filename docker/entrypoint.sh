@@ -45,7 +45,9 @@
 #                        elector, as systemd's Restart= would (parts failing alone)
 #   DATA_NODE_RESTART_GAP_MS  with DATA_NODE_RESTART=1, how long the data node stays
 #                        dead before it is started again (default 300; 0 = at once, as
-#                        a supervisor can; safety must not depend on it, issue 34)
+#                        a supervisor can; safety must not depend on it, issue 34);
+#                        a file /tmp/data-restart-gap-ms overrides it for the next
+#                        restart only (written by conformance's fault injector)
 #   VIP                  optional virtual IP that follows the writable primary
 #                        (docs/vip.md): ADDRESS or ADDRESS/PREFIX (no prefix: /32, the
 #                        address alone, no extra subnet route). Adds the config's `vip`
@@ -362,8 +364,16 @@ while :; do
   if [ -n "${exited:-}" ] && [ "$exited" = "$DATA_PID" ] && [ "$DATA_NODE_RESTART" = 1 ] && [ "$STOPPING" = 0 ]; then
     # The data node failed alone: start it again under the running elector,
     # which notices the new process and decides again (protocol §6.8).
-    log "$BACKEND exited (rc=$rc): restarting it in ${DATA_NODE_RESTART_GAP_MS} ms (DATA_NODE_RESTART=1)"
-    [ "$DATA_NODE_RESTART_GAP_MS" = 0 ] || sleep "$(awk -v ms="$DATA_NODE_RESTART_GAP_MS" 'BEGIN { printf "%.3f", ms / 1000 }')"
+    # A fault injector may give this one restart its own gap (conformance's
+    # `restart_data { gap_ms }`, the chaos runs' fast restarts): read once.
+    gap="$DATA_NODE_RESTART_GAP_MS"
+    if [ -f /tmp/data-restart-gap-ms ]; then
+      read -r gap < /tmp/data-restart-gap-ms || true
+      rm -f /tmp/data-restart-gap-ms
+      [[ "$gap" =~ ^[0-9]{1,6}$ ]] || gap="$DATA_NODE_RESTART_GAP_MS"
+    fi
+    log "$BACKEND exited (rc=$rc): restarting it in ${gap} ms (DATA_NODE_RESTART=1)"
+    [ "$gap" = 0 ] || sleep "$(awk -v ms="$gap" 'BEGIN { printf "%.3f", ms / 1000 }')"
     "start_$BACKEND"
     continue
   fi

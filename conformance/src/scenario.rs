@@ -154,9 +154,10 @@ impl Scenario {
                 | Step::MeshRestoredWithin(d)
                 | Step::NoPrimaryFor(d)
                 | Step::Quiet(d) => d.ms(),
-                Step::Pause(p) | Step::FreezeElector(p) | Step::ReadOnlyState(p) => {
-                    p.duration.map_or(0, |d| d.ms())
-                }
+                Step::Pause(p)
+                | Step::FreezeElector(p)
+                | Step::ReadOnlyState(p)
+                | Step::StallData(p) => p.duration.map_or(0, |d| d.ms()),
                 Step::LoadData(l) => l.budget().as_millis() as u64,
                 _ => 0,
             })
@@ -309,6 +310,14 @@ impl Scenario {
                     "step {}: restart_data needs env DATA_NODE_RESTART: \"1\" (the supervisor brings the data node back)",
                     i + 1
                 ));
+            }
+            if let Step::RestartData(r) = step {
+                if r.lose_data && r.older {
+                    return Err(format!(
+                        "step {}: restart_data: lose_data and older exclude each other",
+                        i + 1
+                    ));
+                }
             }
             if let Step::Netem(n) = step {
                 if !(0.0..=100.0).contains(&n.loss_pct) {

@@ -200,6 +200,9 @@ impl StatusBook {
                 for_node: f.clone(),
             }),
             vip: None,
+            // Filled when `/status` is read (`api::http::current`): the
+            // watchdog's stamp moves between snapshots.
+            watchdog: None,
         }
     }
 }

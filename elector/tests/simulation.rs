@@ -42,7 +42,11 @@ fn run_schedule_with(
 /// conformance suite shares (`faults`). The draw is the one the simulator
 /// has always made (0..16, two draws for the disk or the fence), so every
 /// seed replays the schedule it did before the names were shared.
-fn draw_kind(pick: &mut rand::rngs::StdRng) -> FaultKind {
+///
+/// With `stalls` (`Sim::draws_data_stalls`), one of the two draws that
+/// otherwise bridge stalls a data node alone instead; off, the draw is the
+/// old one.
+fn draw_kind(pick: &mut rand::rngs::StdRng, stalls: bool) -> FaultKind {
     match pick.gen_range(0..16) {
         0 | 1 => FaultKind::Heal,
         2 => FaultKind::Isolate,
@@ -67,6 +71,7 @@ fn draw_kind(pick: &mut rand::rngs::StdRng) -> FaultKind {
                 FaultKind::LiftFence
             }
         }
+        10 if stalls => FaultKind::StallData,
         _ => FaultKind::Bridge,
     }
 }
@@ -117,6 +122,8 @@ fn inject(sim: &mut Sim, pick: &mut rand::rngs::StdRng, kind: FaultKind, victim:
         FaultKind::KillElector => sim.crash_elector(victim),
         FaultKind::FreezeElector => sim.pause_elector(victim, pick.gen_range(200..4_000)),
         FaultKind::RestartData => sim.restart_data(victim, false),
+        // Shorter than a lease, past `down_after`, or past both.
+        FaultKind::StallData => sim.stall_data(victim, pick.gen_range(200..8_000)),
         FaultKind::ReadOnlyState => sim.break_disk(victim, pick.gen_range(500..5_000)),
         FaultKind::LiftFence => sim.lift_fence_by_hand(victim),
         FaultKind::Bridge => {
@@ -195,7 +202,7 @@ fn run_schedule_tweaked(
             return Err(Box::new((sim, e)));
         }
         let victim = pick.gen_range(0..n);
-        let kind = draw_kind(&mut pick);
+        let kind = draw_kind(&mut pick, sim.draws_data_stalls);
         if std::env::var_os("SIM_TRACE").is_some() {
             eprintln!("{t:>6} FAULT {kind} victim=n{}", victim + 1);
         }
@@ -382,6 +389,47 @@ fn random_fault_schedules_on_kevy_with_snapshot_loading_keep_every_invariant_and
     }
 }
 
+/// Data nodes that stall alone (SIGSTOP for 0.2-8 s under a running
+/// elector: reads time out, the tether goes unanswered, commands wait,
+/// nothing replicates) among the other faults, on the Redis-like model (3 or
+/// 5 nodes) and the kevy model (3, 5, or 2 + a witness). `SIM_STALL_SEEDS`
+/// sets how many of each (default 300).
+#[test]
+fn random_fault_schedules_with_data_node_stalls_keep_every_invariant_and_converge() {
+    let mut stalls = 0;
+    for seed in sim::seeds_from_env("SIM_STALL_SEEDS", 300) {
+        let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0x57a1);
+        let n = if pick.gen_bool(0.6) { 3 } else { 5 };
+        let redis =
+            run_schedule_tweaked(seed, (n, 0), Faults::default(), pick, None, false, |sim| {
+                sim.draws_data_stalls = true
+            });
+        let (membership, kevy) =
+            run_kevy_schedule(seed, Faults::default(), |sim| sim.draws_data_stalls = true);
+        for (model, membership, run) in [("Redis-like", (n, 0), redis), ("kevy", membership, kevy)]
+        {
+            match run {
+                Ok(sim) => {
+                    stalls += sim
+                        .injected
+                        .iter()
+                        .filter(|k| **k == FaultKind::StallData)
+                        .count()
+                }
+                Err(failure) => {
+                    let (sim, e) = *failure;
+                    panic!(
+                        "{model} simulation with data-node stalls, {membership:?}, failed: {e}\nreplay with: SIM_SEED={seed} cargo test -p elector --test simulation data_node_stalls\n{}",
+                        sim.describe()
+                    )
+                }
+            }
+        }
+    }
+    assert!(stalls > 0, "the schedules stalled no data node");
+    eprintln!("stalled a data node alone {stalls} times");
+}
+
 #[test]
 fn random_fault_schedules_keep_every_invariant_and_converge_after_healing() {
     let mut events = 0;
@@ -423,7 +471,7 @@ fn the_schedules_draw_exactly_the_kinds_the_vocabulary_marks_as_simulated() {
     for seed in 0..40 {
         let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed);
         for _ in 0..20 {
-            drawn.insert(draw_kind(&mut pick));
+            drawn.insert(draw_kind(&mut pick, true));
         }
     }
     let claimed: std::collections::BTreeSet<FaultKind> = FaultKind::ALL

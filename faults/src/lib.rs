@@ -32,8 +32,13 @@ pub enum FaultKind {
     /// The data node alone dies.
     KillData,
     /// The data node alone dies and comes back under its running elector,
-    /// with its data (`lose_data: false`) or empty.
+    /// after a gap of 0 ms or more, with its files, empty, or from files older
+    /// than what it acknowledged since (an AOF or snapshot copied earlier).
     RestartData,
+    /// The data node alone is frozen (SIGSTOP: a stalled disk, a swapped-out
+    /// process), possibly longer than the kevy quiesce limit, then resumes
+    /// (SIGCONT) under its running elector.
+    StallData,
     /// Every process of the node is frozen (`docker pause`, a VM stall).
     Pause,
     /// Nodes cut from every other node, both ways.
@@ -57,7 +62,7 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::Kill,
         FaultKind::Restart,
         FaultKind::KillElector,
@@ -65,6 +70,7 @@ impl FaultKind {
         FaultKind::StopElector,
         FaultKind::KillData,
         FaultKind::RestartData,
+        FaultKind::StallData,
         FaultKind::Pause,
         FaultKind::Isolate,
         FaultKind::Split,
@@ -87,6 +93,7 @@ impl FaultKind {
             FaultKind::StopElector => "stop_elector",
             FaultKind::KillData => "kill_data",
             FaultKind::RestartData => "restart_data",
+            FaultKind::StallData => "stall_data",
             FaultKind::Pause => "pause",
             FaultKind::Isolate => "isolate",
             FaultKind::Split => "split",

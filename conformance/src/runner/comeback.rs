@@ -22,8 +22,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use faults::FaultKind;
-
 use super::control::{step_err, Run};
 use super::parts::thaw_script;
 use crate::error::Result;
@@ -160,13 +158,7 @@ impl Run<'_> {
 
     fn thawed_now(&mut self, node: &str) {
         self.part_faults.thawed(node);
-        self.recovered(
-            &[node.to_string()],
-            &[
-                FaultKind::FreezeElector.name(),
-                FaultKind::ReadOnlyState.name(),
-            ],
-        );
+        self.recovered(&[node.to_string()], &super::parts::thawed_kind_names());
     }
 
     /// Runs the thaw in a container that was just started, as soon as `exec`

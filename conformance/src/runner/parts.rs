@@ -38,7 +38,11 @@ const STATE_WRITABLE: &str =
 /// read-only state directory writable again (found while checking that a
 /// thaw reaches a node that was away, issue 21).
 pub(super) fn thaw_script() -> String {
-    format!("{}; {STATE_WRITABLE}", signal_elector("CONT"))
+    format!(
+        "{}; {}; {STATE_WRITABLE}",
+        signal_elector("CONT"),
+        signal_data("CONT")
+    )
 }
 
 const LIFT_FENCE: &str = "p=$(cat /etc/elector/data-port); \
@@ -47,16 +51,56 @@ const LIFT_FENCE: &str = "p=$(cat /etc/elector/data-port); \
     redis-cli -p $p REPLICAOF NO ONE >/dev/null; \
     redis-cli -p $p ROLE | head -1";
 
-fn data_restart_script(lose_data: bool) -> String {
-    let wipe = if lose_data {
-        " rm -rf /data/kevy/* /data/redis/*;"
+/// The gap the entrypoint waits before its next data-node restart, when a
+/// step gives one (read once and removed by `docker/entrypoint.sh`).
+const GAP_FILE: &str = "/tmp/data-restart-gap-ms";
+
+/// Where `copy_data` keeps a node's data directory (`<dir>-kevy`,
+/// `<dir>-redis`), outside the data root the wipe clears.
+const OLDER_DATA: &str = "/var/tmp/older-data";
+
+/// `copy_data`: each backend's data directory copied aside as it is now.
+pub(super) fn copy_data_script() -> String {
+    format!(
+        "for b in kevy redis; do if [ -d /data/$b ]; then \
+         rm -rf {OLDER_DATA}-$b && cp -a /data/$b {OLDER_DATA}-$b; fi; done; true"
+    )
+}
+
+fn data_restart_script(r: &RestartDataSpec) -> String {
+    let gap = r
+        .gap_ms
+        .map_or(String::new(), |ms| format!(" echo {ms} > {GAP_FILE};"));
+    let files = if r.lose_data {
+        " rm -rf /data/kevy/* /data/redis/*;".to_string()
+    } else if r.older {
+        format!(
+            " for b in kevy redis; do if [ -d {OLDER_DATA}-$b ]; then \
+             rm -rf /data/$b/* && cp -a {OLDER_DATA}-$b/. /data/$b/; fi; done;"
+        )
     } else {
-        ""
+        String::new()
     };
-    // The wipe first: with `DATA_NODE_RESTART_GAP_MS=0` the entrypoint
-    // starts the data node again the moment it dies, before a wipe after
-    // the kill would run (it would come back with its files).
-    format!("{wipe} pkill -9 -x kevy; pkill -9 -x redis-server; true")
+    // The gap and the files first: with a gap of 0 the entrypoint starts
+    // the data node again the moment it dies, before anything after the
+    // kill would run (it would come back with its files).
+    format!("{gap}{files} pkill -9 -x kevy; pkill -9 -x redis-server; true")
+}
+
+/// SIGSTOP / SIGCONT of the data node alone.
+fn signal_data(sig: &str) -> String {
+    format!("pkill -{sig} -x kevy; pkill -{sig} -x redis-server; true")
+}
+
+/// The faults `thaw` (and the end phase) undo.
+pub(super) const THAWED_KINDS: [FaultKind; 3] = [
+    FaultKind::FreezeElector,
+    FaultKind::ReadOnlyState,
+    FaultKind::StallData,
+];
+
+pub(super) fn thawed_kind_names() -> Vec<&'static str> {
+    THAWED_KINDS.iter().map(|k| k.name()).collect()
 }
 
 impl Run<'_> {
@@ -145,6 +189,7 @@ impl Run<'_> {
     ) -> Result<String> {
         let (on, off) = match kind {
             FaultKind::FreezeElector => (signal_elector("STOP"), signal_elector("CONT")),
+            FaultKind::StallData => (signal_data("STOP"), signal_data("CONT")),
             _ => (STATE_READ_ONLY.to_string(), STATE_WRITABLE.to_string()),
         };
         let (_, targets, out) = self
@@ -153,7 +198,7 @@ impl Run<'_> {
                 label,
                 &p.targets,
                 &on,
-                kind == FaultKind::FreezeElector,
+                matches!(kind, FaultKind::FreezeElector | FaultKind::StallData),
             )
             .await?;
         self.undo_at_end.push((targets.clone(), off.clone()));
@@ -198,8 +243,8 @@ impl Run<'_> {
                 FaultKind::RestartData,
                 label,
                 &r.on,
-                &data_restart_script(r.lose_data),
-                r.lose_data,
+                &data_restart_script(r),
+                r.lose_data || r.older,
             )
             .await?;
         self.close_now(idx);
@@ -286,13 +331,7 @@ impl Run<'_> {
                 Thaw::Nothing => {}
             }
         }
-        self.recovered(
-            &live,
-            &[
-                FaultKind::FreezeElector.name(),
-                FaultKind::ReadOnlyState.name(),
-            ],
-        );
+        self.recovered(&live, &thawed_kind_names());
         Ok(notes.join(","))
     }
 }
@@ -338,20 +377,93 @@ mod tests {
         assert!(!found.contains(&watchdog.id()), "{script}: {found:?}");
     }
 
-    #[test]
-    fn a_data_node_restart_wipes_its_files_only_when_asked() {
-        assert!(!data_restart_script(false).contains("rm -rf"));
-        assert!(data_restart_script(true).contains("rm -rf /data/kevy/* /data/redis/*"));
+    /// `script` run by `sh` with its paths moved under `root` and its
+    /// signals printed instead of sent (a kevy of another test may run here).
+    fn run_in(root: &std::path::Path, script: &str) {
+        let r = root.display();
+        let script = script
+            .replace(OLDER_DATA, &format!("{r}/older"))
+            .replace(GAP_FILE, &format!("{r}/gap"))
+            .replace("/data/", &format!("{r}/data/"))
+            .replace("/data ", &format!("{r}/data "))
+            .replace("pkill", "echo pkill");
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{script}: {out:?}");
+    }
+
+    /// A scratch directory removed at the end.
+    struct Scratch(std::path::PathBuf);
+    impl Scratch {
+        fn path(&self) -> &std::path::Path {
+            &self.0
+        }
+    }
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn spec(lose_data: bool, older: bool, gap_ms: Option<u64>) -> RestartDataSpec {
+        RestartDataSpec {
+            on: Targets::One("primary".into()),
+            lose_data,
+            older,
+            gap_ms,
+        }
     }
 
     #[test]
-    fn thaw_undoes_both_freeze_and_read_only_state() {
+    fn a_data_node_restart_comes_back_with_its_files_empty_or_from_the_older_copy() {
+        let dir = std::env::temp_dir().join(format!("restart-data-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = Scratch(dir);
+        let aof = root.path().join("data/kevy/appendonly.aof");
+        let read = || std::fs::read_to_string(&aof).ok();
+        std::fs::create_dir_all(aof.parent().unwrap()).unwrap();
+        std::fs::write(&aof, "acknowledged before the copy\n").unwrap();
+        run_in(root.path(), &copy_data_script());
+        std::fs::write(&aof, "acknowledged after the copy\n").unwrap();
+
+        run_in(root.path(), &data_restart_script(&spec(false, false, None)));
+        assert_eq!(read().as_deref(), Some("acknowledged after the copy\n"));
+        assert!(
+            !root.path().join("gap").exists(),
+            "no gap given: the container's"
+        );
+
+        run_in(
+            root.path(),
+            &data_restart_script(&spec(false, true, Some(30))),
+        );
+        assert_eq!(read().as_deref(), Some("acknowledged before the copy\n"));
+        let gap = std::fs::read_to_string(root.path().join("gap")).unwrap();
+        assert_eq!(gap.trim(), "30");
+
+        run_in(
+            root.path(),
+            &data_restart_script(&spec(true, false, Some(0))),
+        );
+        assert_eq!(read(), None, "wiped");
+        assert!(
+            root.path().join("data/kevy").is_dir(),
+            "the directory stays"
+        );
+    }
+
+    #[test]
+    fn thaw_undoes_freeze_stall_and_read_only_state() {
         let t = thaw_script();
         let commands: Vec<&str> = t.split(';').map(str::trim).collect();
         assert!(
             commands.iter().any(|c| c.starts_with("pkill -CONT -f")),
             "{t}"
         );
+        assert!(commands.contains(&"pkill -CONT -x kevy"), "{t}");
+        assert!(commands.contains(&"pkill -CONT -x redis-server"), "{t}");
         // Each a command of its own, not an argument of the one before.
         assert!(commands.contains(&"chmod 0700 /var/lib/elector"), "{t}");
     }
@@ -367,6 +479,7 @@ mod tests {
         // running containers.
         let script = thaw_script()
             .replace(&signal_elector("CONT"), "true")
+            .replace(&signal_data("CONT"), "true")
             .replace("/var/lib/elector", &dir.display().to_string());
         let on = STATE_READ_ONLY.replace("/var/lib/elector", &dir.display().to_string());
         let run = |s: &str| {

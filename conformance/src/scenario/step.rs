@@ -227,8 +227,17 @@ pub enum Step {
     StopElector(Targets),
     /// The data node SIGKILLed under its running elector and started again
     /// by the supervisor (needs `env: { DATA_NODE_RESTART: "1" }`), with its
-    /// files or wiped.
+    /// files, wiped, or from the copy `copy_data` kept (older than what it
+    /// acknowledged since), after the container's gap or this step's own.
     RestartData(RestartDataSpec),
+    /// The data node alone SIGSTOPped under its running elector (a stalled
+    /// disk, a swapped-out process), then SIGCONTed after `for D`, or by
+    /// `thaw` or the end phase.
+    StallData(PauseSpec),
+    /// Copies each target's data directory aside, for a later
+    /// `restart_data { older: true }`: files older than every write the node
+    /// acknowledges after this step (issue 34 (c)). Not a fault.
+    CopyData(Targets),
     /// The elector's state directory made unwritable (the elector runs as its
     /// own user, so this is a real write failure). `for D` as `pause`;
     /// otherwise `thaw` or the end phase makes it writable again.
@@ -255,8 +264,17 @@ pub enum Step {
 #[serde(deny_unknown_fields)]
 pub struct RestartDataSpec {
     pub on: Targets,
+    /// Come back empty (the files wiped).
     #[serde(default)]
     pub lose_data: bool,
+    /// Come back from the files the last `copy_data` kept (with its files
+    /// when no copy was made).
+    #[serde(default)]
+    pub older: bool,
+    /// How long the data node stays dead, overriding the container's
+    /// `DATA_NODE_RESTART_GAP_MS` for this restart only (0: at once).
+    #[serde(default)]
+    pub gap_ms: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -321,10 +339,19 @@ impl Step {
             Step::FreezeElector(p) => pause_label("freeze_elector", p),
             Step::StopElector(t) => format!("stop_elector {}", t.tokens().join(",")),
             Step::RestartData(r) => format!(
-                "restart_data {}{}",
+                "restart_data {}{}{}",
                 r.on.tokens().join(","),
-                if r.lose_data { " (empty)" } else { "" }
+                if r.lose_data {
+                    " (empty)"
+                } else if r.older {
+                    " (older files)"
+                } else {
+                    ""
+                },
+                r.gap_ms.map_or(String::new(), |g| format!(" after {g} ms"))
             ),
+            Step::StallData(p) => pause_label("stall_data", p),
+            Step::CopyData(t) => format!("copy_data {}", t.tokens().join(",")),
             Step::ReadOnlyState(p) => pause_label("read_only_state", p),
             Step::LiftFence(t) => format!("lift_fence {}", t.tokens().join(",")),
             Step::Switchover(s) => format!("switchover to {}", s.to),
@@ -346,6 +373,7 @@ impl Step {
             Step::StopElector(_) => FaultKind::StopElector,
             Step::KillData(_) => FaultKind::KillData,
             Step::RestartData(_) => FaultKind::RestartData,
+            Step::StallData(_) => FaultKind::StallData,
             Step::Pause(_) => FaultKind::Pause,
             Step::Isolate(_) => FaultKind::Isolate,
             Step::Split(_) => FaultKind::Split,
@@ -370,8 +398,10 @@ impl Step {
             | Step::KillData(t)
             | Step::Restart(t)
             | Step::Unpause(t)
+            | Step::CopyData(t)
             | Step::Isolate(t) => t.tokens(),
             Step::Pause(p)
+            | Step::StallData(p)
             | Step::FreezeElector(p)
             | Step::ReadOnlyState(p)
             | Step::Readdress(p) => p.targets.tokens(),

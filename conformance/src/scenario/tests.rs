@@ -55,6 +55,7 @@ fn every_fault_of_the_shared_vocabulary_is_a_step_of_the_same_name() {
         "stop_elector: replica1",
         "kill_data: primary",
         "restart_data: { on: primary, lose_data: true }",
+        "stall_data: primary for 61s",
         "pause: primary",
         "isolate: primary",
         "split: [[primary], others]",

@@ -207,6 +207,7 @@ fn current(state: &ApiState) -> StatusSnapshot {
         let entry = snap.rejected.entry(reason).or_insert(0);
         *entry = (*entry).max(count);
     }
+    snap.watchdog = state.metrics.watchdog_status(unix_ms_now());
     snap
 }
 

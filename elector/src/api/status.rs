@@ -206,6 +206,11 @@ pub struct StatusSnapshot {
     /// since when, why, and failed moves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vip: Option<crate::vip::VipStatus>,
+    /// The data node's dead-man switch (`elector watchdog`): whether it polls,
+    /// and its clamps. Absent on a witness (no data node to fence) and from
+    /// older nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog: Option<super::metrics::WatchdogStatus>,
 }
 
 impl StatusSnapshot {
@@ -247,6 +252,7 @@ impl StatusSnapshot {
             switchover: None,
             last_vote: None,
             vip: None,
+            watchdog: None,
         }
     }
 

@@ -235,6 +235,27 @@ fn node_findings(s: &StatusSnapshot) -> (Vec<String>, Vec<String>) {
     } else if s.data_node.link_up == Some(false) && s.role == Role::Replica {
         findings.push(format!("{}: replication link is down", s.node_id));
     }
+    if let Some(w) = &s.watchdog {
+        if !w.live {
+            findings.push(match w.last_probe_ms_ago {
+                Some(ago) => format!(
+                    "{}: no watchdog: its last /healthz poll was {} s ago (the data node has no dead-man switch)",
+                    s.node_id,
+                    ago / 1000
+                ),
+                None => format!(
+                    "{}: no watchdog has polled since this elector started (the data node has no dead-man switch)",
+                    s.node_id
+                ),
+            });
+        }
+        if w.clamps > 0 {
+            notes.push(format!(
+                "{}: the watchdog fenced the data node {} time(s) (the elector was silent past its lease)",
+                s.node_id, w.clamps
+            ));
+        }
+    }
     if let Some(vip) = s.vip.as_ref().filter(|v| v.held || v.last_error.is_some()) {
         let mut line = format!(
             "{}: holds vip {}",

@@ -307,6 +307,38 @@ fn a_nodes_own_view_from_an_older_epoch_says_stale_not_primary() {
 }
 
 #[test]
+fn a_node_without_a_live_watchdog_is_a_problem_and_its_clamps_a_note() {
+    use crate::api::metrics::WatchdogStatus;
+    let mut r = healthy();
+    r.origin.watchdog = Some(WatchdogStatus {
+        live: false,
+        last_probe_ms_ago: Some(45_500),
+        clamps: 2,
+    });
+    let text = render_report(&r, NOW);
+    assert!(
+        text.contains(
+            "! n1: no watchdog: its last /healthz poll was 45 s ago (the data node has no dead-man switch)\n"
+        ),
+        "\n{text}"
+    );
+    assert!(
+        text.contains("- n1: the watchdog fenced the data node 2 time(s)"),
+        "\n{text}"
+    );
+    r.origin.watchdog = Some(WatchdogStatus {
+        live: true,
+        last_probe_ms_ago: Some(100),
+        clamps: 0,
+    });
+    let text = render_report(&r, NOW);
+    assert!(
+        !text.contains("watchdog"),
+        "a live watchdog is not news\n{text}"
+    );
+}
+
+#[test]
 fn a_finished_switchover_is_a_note_after_the_problems_not_a_problem() {
     let mut r = healthy();
     r.origin.switchover = Some(SwitchoverState {

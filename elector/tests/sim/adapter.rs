@@ -114,7 +114,10 @@ impl Sim {
         command: Command,
         (sent_at, process): (Millis, u64),
     ) {
-        if self.frozen(i) {
+        // A stalled data node holds a command in its socket too; a read
+        // times out instead (below).
+        let stalled = self.data_stalled(i);
+        if self.frozen(i) || (stalled && !matches!(command, Command::Observe)) {
             self.push(
                 10,
                 Ev::DataCommand {
@@ -142,6 +145,10 @@ impl Sim {
             Command::FenceBlind => {
                 Outcome::BlindFenced(self.server_apply(i, DataNodeTarget::Isolated, sent_at))
             }
+            Command::Observe if stalled => Outcome::Unread {
+                error: DataNodeError::Unreachable("read timed out (stalled)".into()),
+                tether: TetherCheck::Unanswered,
+            },
             Command::Observe if self.kevy_loading(i) => {
                 let tether = self.check_tether(i);
                 let error = DataNodeError::Unreachable("REPL.TOKEN timed out (loading)".into());
@@ -191,9 +198,9 @@ impl Sim {
     }
 
     /// The network lets a replica `i` and its upstream `u` talk, and
-    /// neither is frozen.
+    /// neither data node is frozen or stalled.
     pub(super) fn link_allowed(&self, i: usize, u: usize) -> bool {
-        !self.blocked[u][i] && !self.blocked[i][u] && !self.frozen(i) && !self.frozen(u)
+        !self.blocked[u][i] && !self.blocked[i][u] && !self.data_frozen(i) && !self.data_frozen(u)
     }
 
     /// The adapter's tether (§6.8): a connection to one data-node process,

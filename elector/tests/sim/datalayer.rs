@@ -45,6 +45,11 @@ pub struct DataNode {
     /// The watchdog's floor hint file beside the elector's state (§6.10):
     /// per stream, what this replica held when the watchdog detached it.
     pub floor_hint: Vec<elector::datanode::floor_hint::Hint>,
+    /// Until this time the process is stopped (SIGSTOP: a stalled disk, a
+    /// swapped-out process) under its running elector: it reads, writes,
+    /// replicates and runs commands nothing, its connections stay open and
+    /// silent. A restart of the process ends it.
+    pub stalled_until: Millis,
 }
 
 /// What a kevy 7.0.0 server holds beyond the log (docs/architecture.md
@@ -88,6 +93,7 @@ impl DataNode {
             kevy: None,
             gate_open: None,
             floor_hint: Vec::new(),
+            stalled_until: 0,
         }
     }
 

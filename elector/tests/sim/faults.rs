@@ -72,6 +72,7 @@ impl Sim {
             let d = &mut self.nodes[i].data;
             d.up = true;
             d.process_id += 1;
+            d.stalled_until = 0;
             // It restarts from its config file: read-only, upstream nowhere.
             d.applied = DataNodeTarget::Isolated;
             self.stream_after_restart(i);
@@ -126,6 +127,7 @@ impl Sim {
         d.up = true;
         d.link_up = false;
         d.process_id += 1;
+        d.stalled_until = 0;
         d.applied = DataNodeTarget::Isolated;
         if lose_data {
             let fresh = self.fresh_stream();
@@ -136,6 +138,21 @@ impl Sim {
             self.stream_after_restart(i);
         }
         self.kevy_restarted(i);
+    }
+
+    /// Node `i`'s data node alone stops for `for_ms` (SIGSTOP, then
+    /// SIGCONT) under its running elector: its reads time out and the
+    /// tether's `PING` goes unanswered, commands (ours, the watchdog's, an
+    /// operator's) wait in their sockets, it neither takes nor serves
+    /// writes or replication (issue 34: a long stall).
+    pub fn stall_data(&mut self, i: usize, for_ms: u64) {
+        if self.nodes[i].witness || !self.nodes[i].data.up {
+            return;
+        }
+        self.trace(i, &format!("DATA STALL {for_ms} ms"));
+        let until = self.now + for_ms;
+        let d = &mut self.nodes[i].data;
+        d.stalled_until = d.stalled_until.max(until);
     }
 
     /// An operator demotes node `i`'s data node by hand (`REPLICAOF` to
@@ -209,7 +226,7 @@ impl Sim {
     pub fn lift_fence_by_hand(&mut self, i: usize) {
         // A kevy loading a snapshot runs no command, the operator's
         // neither: the lift waits, and lands like one made after the load.
-        if self.elector_stopped(i) || self.kevy_loading(i) {
+        if self.elector_stopped(i) || self.kevy_loading(i) || self.data_stalled(i) {
             return;
         }
         let d = &mut self.nodes[i].data;
@@ -280,7 +297,9 @@ impl Sim {
     /// The watchdog beside the data node (§6.4.1): an elector silent for
     /// longer than the lease (plus one probe) gets its data node fenced.
     pub(super) fn watchdog(&mut self, i: usize) {
-        if !self.world.watchdog || self.frozen(i) || self.nodes[i].witness {
+        // A stalled data node runs the clamp when it resumes: this check
+        // repeats every step.
+        if !self.world.watchdog || self.data_frozen(i) || self.nodes[i].witness {
             return;
         }
         let Some(since) = self.nodes[i].elector_silent_since else {

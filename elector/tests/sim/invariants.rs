@@ -187,8 +187,13 @@ impl Invariants {
         let writable = nodes
             .iter()
             .filter(|n| {
+                // A frozen node, or a data node stalled alone, takes no write
+                // until it resumes; from then the overlap is bounded as for
+                // any primary resuming from a stall (§6.2): the fence its
+                // elector sent meanwhile waits in its socket.
                 n.data.writable()
                     && !(n.pause_data_too && n.paused_until.is_some_and(|u| now < u))
+                    && now >= n.data.stalled_until
                     && n.tampered_at.is_none_or(|t| now > t + grace)
             })
             .count();

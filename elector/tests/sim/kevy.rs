@@ -356,7 +356,7 @@ impl Sim {
     ) {
         // A loading kevy runs no command until its snapshot is in: ours
         // wait in the socket, as in a freeze.
-        if self.frozen(i) || self.kevy_loading(i) {
+        if self.data_frozen(i) || self.kevy_loading(i) {
             self.push(
                 10,
                 Ev::KevyCommand {

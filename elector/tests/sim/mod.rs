@@ -207,6 +207,10 @@ pub struct Sim {
     /// timing out meanwhile (`sim/kevy.rs`, `load_ms`). Off by default so
     /// the kept regression seeds replay the schedules they were found in.
     pub kevy_loads_snapshots: bool,
+    /// The random schedules also stall data nodes alone (`stall_data`).
+    /// Off by default so the kept regression seeds replay the schedules they
+    /// were found in.
+    pub draws_data_stalls: bool,
     /// Every kevy policy reports a promoted node's first master reading at
     /// once (a control: the tick after a promotion switched off).
     pub kevy_report_before_naming: bool,
@@ -283,6 +287,7 @@ impl Sim {
             ack_copies_override: None,
             unread_without_tether: false,
             kevy_loads_snapshots: false,
+            draws_data_stalls: false,
             kevy_report_before_naming: false,
             priorities: vec![100; n],
             preempt: Preempt::default(),
@@ -781,6 +786,18 @@ impl Sim {
     /// A node paused whole (data node too), like `docker pause`.
     pub fn frozen(&self, i: usize) -> bool {
         self.nodes[i].pause_data_too && self.nodes[i].paused_until.is_some_and(|u| self.now < u)
+    }
+
+    /// Node `i`'s data node alone is stopped (`stall_data`).
+    pub fn data_stalled(&self, i: usize) -> bool {
+        let d = &self.nodes[i].data;
+        d.up && self.now < d.stalled_until
+    }
+
+    /// Node `i`'s data node does nothing now: paused with its node, or
+    /// stalled alone.
+    pub fn data_frozen(&self, i: usize) -> bool {
+        self.frozen(i) || self.data_stalled(i)
     }
 
     /// Lets node `i` of the config see whether a core exists (for the final check).

@@ -147,6 +147,7 @@ async fn a_healthz_poll_from_the_watchdogs_client_is_stamped_and_a_curl_health_c
         watchdog_clamps: Some(std::path::PathBuf::from("/nonexistent/watchdog-clamps")),
     });
     assert_eq!(last_watchdog_probe(h.addr).await, 0.0, "no probe yet");
+    assert_eq!(watchdog_in_status(h.addr).await, (false, None));
     // Docker's health check: curl. It must not count as a live watchdog.
     let curl = raw(
         h.addr,
@@ -174,6 +175,21 @@ async fn a_healthz_poll_from_the_watchdogs_client_is_stamped_and_a_curl_health_c
     let now = crate::net::auth::unix_ms_now() as f64 / 1000.0;
     let stamped = last_watchdog_probe(h.addr).await;
     assert!((now - stamped).abs() < 5.0, "stamped {stamped}, now {now}");
+    let (live, ago) = watchdog_in_status(h.addr).await;
+    assert!(live && ago.is_some_and(|a| a < 5_000), "{live} {ago:?}");
+}
+
+/// `/status`'s `watchdog`: (`live`, `last_probe_ms_ago`).
+async fn watchdog_in_status(addr: SocketAddr) -> (bool, Option<u64>) {
+    let (_, body) = http("GET", format!("http://{addr}/status"), None).await;
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let w = &v["watchdog"];
+    (
+        w["live"]
+            .as_bool()
+            .expect("a node with a data node shows its watchdog"),
+        w["last_probe_ms_ago"].as_u64(),
+    )
 }
 
 #[tokio::test]

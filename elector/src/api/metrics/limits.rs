@@ -51,10 +51,43 @@ pub struct WatchdogProbes {
     last_unix_ms: AtomicU64,
 }
 
+/// A watchdog that has not polled for this long is reported missing in
+/// `/status`, as `ElectorWatchdogMissing` alerts after the same 30 s (it
+/// polls every heartbeat; a restart by its supervisor takes about 1 s).
+pub const WATCHDOG_MISSING_AFTER_MS: u64 = 30_000;
+
+/// The dead-man switch as `/status` shows it (docs/interfaces.md), on nodes
+/// with a data node.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WatchdogStatus {
+    /// Polled `/healthz` within [`WATCHDOG_MISSING_AFTER_MS`]: the data node
+    /// has a live dead-man switch. `false` on a node whose watchdog died,
+    /// never started, or is turned off (`WATCHDOG=0`).
+    pub live: bool,
+    /// Milliseconds since its last poll; `null` when none came since this
+    /// elector started.
+    pub last_probe_ms_ago: Option<u64>,
+    /// Times it fenced the data node because the elector was silent past its
+    /// lease (the `elector_watchdog_clamps_total` counter).
+    pub clamps: u64,
+}
+
 impl WatchdogProbes {
     /// Stamps a probe at `unix_ms`.
     pub fn probed(&self, unix_ms: u64) {
         self.last_unix_ms.fetch_max(unix_ms, Ordering::Relaxed);
+    }
+
+    /// What `/status` shows at `now_unix_ms`, with the clamp count in
+    /// `clamps_file`.
+    pub fn status(&self, now_unix_ms: u64, clamps_file: &Path) -> WatchdogStatus {
+        let last = self.last_unix_ms.load(Ordering::Relaxed);
+        let ago = (last > 0).then(|| now_unix_ms.saturating_sub(last));
+        WatchdogStatus {
+            live: ago.is_some_and(|a| a <= WATCHDOG_MISSING_AFTER_MS),
+            last_probe_ms_ago: ago,
+            clamps: read_count(clamps_file),
+        }
     }
 
     /// The last probe, in Unix seconds (0 when none came).
@@ -121,6 +154,34 @@ pub(crate) fn add_one(path: &Path) -> std::io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_watchdog_is_live_until_its_polls_stop_for_thirty_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let clamps = watchdog_clamps_path(dir.path());
+        let probes = WatchdogProbes::default();
+        let never = probes.status(1_000_000, &clamps);
+        assert!(!never.live, "no poll since start: missing");
+        assert_eq!(never.last_probe_ms_ago, None);
+        probes.probed(1_000_000);
+        add_one(&clamps).unwrap();
+        let fresh = probes.status(1_000_250, &clamps);
+        assert_eq!(
+            fresh,
+            WatchdogStatus {
+                live: true,
+                last_probe_ms_ago: Some(250),
+                clamps: 1
+            }
+        );
+        assert!(
+            probes
+                .status(1_000_000 + WATCHDOG_MISSING_AFTER_MS, &clamps)
+                .live
+        );
+        let gone = probes.status(1_000_001 + WATCHDOG_MISSING_AFTER_MS, &clamps);
+        assert!(!gone.live, "silent past the bound: missing");
+    }
 
     #[test]
     fn the_clamp_count_starts_at_zero_and_counts_up_across_rereads() {

@@ -30,7 +30,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 use self::families::{ByHook, ByReason, ByType, Counters};
-pub use self::limits::{is_watchdog_agent, watchdog_clamps_path, Limits, WatchdogProbes};
+pub use self::limits::{
+    is_watchdog_agent, watchdog_clamps_path, Limits, WatchdogProbes, WatchdogStatus,
+    WATCHDOG_MISSING_AFTER_MS,
+};
 use super::status::{StatusSnapshot, TRANSITION_REASONS};
 
 /// Rejection reasons that always appear (as 0) so alerts can be written
@@ -197,6 +200,13 @@ impl Metrics {
     /// Stamps a `/healthz` poll by the watchdog at `unix_ms`.
     pub fn watchdog_probed(&self, unix_ms: u64) {
         self.watchdog_probes.probed(unix_ms);
+    }
+
+    /// The watchdog as `/status` shows it at `now_unix_ms`; `None` on a node
+    /// without a data node (a witness), or before the runtime set the limits.
+    pub fn watchdog_status(&self, now_unix_ms: u64) -> Option<WatchdogStatus> {
+        let clamps = self.limits.get()?.watchdog_clamps.as_ref()?;
+        Some(self.watchdog_probes.status(now_unix_ms, clamps))
     }
 
     /// The configured bounds the alert rules compare with; set once at start.
