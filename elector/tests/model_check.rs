@@ -11,7 +11,7 @@
 
 mod model;
 
-use elector::core::Faults;
+use elector::core::{Faults, Timings};
 use model::{Act, Cluster, ClusterModel, Start};
 use stateright::{Checker, Expectation, HasDiscoveries, Model};
 use std::time::Instant;
@@ -372,4 +372,103 @@ fn the_forgotten_floor_counterexample_replays_to_the_lost_write_and_the_floor_pr
     // And no other schedule of that length from there loses it either.
     let checker = check("forgotten floor, fixed", fixed, schedule.len() + 2, false);
     assert!(checker.discovery(lost).is_none());
+}
+
+/// The liveness variant (§5.1, §6.2, §9.2's "liveness during faults"):
+/// after the primary's elector dies, `k` steps of faults (loss, reordering,
+/// the dead elector's restart) and then calm; the model's time bound after
+/// the calm is `ms`, so every path ends, and the `eventually` property is
+/// judged at each end. The search runs to the end of every path (the
+/// depth bound is only a guard, asserted unreached).
+fn liveness_model(k: u32, ms: u64, never_stand: Vec<usize>) -> ClusterModel {
+    let cluster = Cluster {
+        liveness: Some((k, ms)),
+        never_stand,
+        // A lease of two heartbeats (voter_fresh 400 − hb 100 − margin
+        // 100): with `model_timings` it is exactly one, and as every tick
+        // of the model happens at once and a replica echoes the stamp it
+        // heard a heartbeat ago, a new primary's lease ends at each tick,
+        // so it never stays writable (the first version of this check
+        // found that). Real configurations keep the lease many heartbeats
+        // long (the default: 3.4 s against 200 ms).
+        timings: Timings {
+            down_after_ms: 600,
+            ..model::model_timings()
+        },
+        ..cluster()
+    };
+    ClusterModel::new(cluster, Start::PrimaryJustCrashed)
+}
+
+const LIVENESS_GUARD: usize = 400;
+
+/// The time bound after the calm (`MODEL_LIVENESS_MS`).
+fn liveness_ms() -> u64 {
+    std::env::var("MODEL_LIVENESS_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000)
+}
+
+#[test]
+fn once_faults_stop_a_majority_elects_a_primary_within_the_bound_after_the_primary_crash() {
+    // The survivors detect the death after down_after (500 ms), stand and
+    // win within 1000 ms of the calm. `cargo test` calms at the crash
+    // (every order of the fault-free steps that follow);
+    // `MODEL_LIVENESS_STEPS=k` allows k steps of faults first.
+    let k = std::env::var("MODEL_LIVENESS_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let checker = check(
+        &format!("liveness, {k} fault steps"),
+        liveness_model(k, liveness_ms(), Vec::new()),
+        LIVENESS_GUARD,
+        false,
+    );
+    assert!(
+        checker.max_depth() < LIVENESS_GUARD,
+        "a path did not end within the guard: the eventually property was not judged everywhere"
+    );
+    if let Some(path) = checker.discovery(model::LIVENESS) {
+        let end = path.last_state();
+        let nodes: Vec<String> = end
+            .nodes
+            .iter()
+            .map(|n| match &n.proc {
+                Some(p) => format!(
+                    "{:?} epoch {} fenced {} writable {}",
+                    p.core.role(),
+                    p.core.epoch(),
+                    p.core.fenced(),
+                    n.server.writable()
+                ),
+                None => "down".into(),
+            })
+            .collect();
+        panic!("a path ended with no primary at {}: {nodes:?}", end.now);
+    }
+    for p in checker.model().properties() {
+        if p.expectation == Expectation::Always {
+            assert!(checker.discovery(p.name).is_none(), "{} violated", p.name);
+        }
+    }
+}
+
+#[test]
+fn survivors_that_never_stand_are_found_to_leave_the_cluster_without_a_primary() {
+    // The control: n2 and n3 have priority 0 (they never stand, §5.1), so
+    // after n1's crash no path elects anyone; the checker must say so.
+    let model = liveness_model(0, 1_000, vec![1, 2]);
+    let checker = check("liveness control, never stand", model, LIVENESS_GUARD, true);
+    let path = checker
+        .discovery(model::LIVENESS)
+        .expect("the search did not find a path without a primary");
+    let schedule = path.into_actions();
+    eprintln!("  no primary after: {schedule:?}");
+    let end = checker
+        .model()
+        .replay(&schedule)
+        .expect("the schedule replays");
+    assert!(end.calm_at.is_some() && !model::has_primary(&end));
 }

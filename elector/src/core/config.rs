@@ -4,7 +4,7 @@ use super::quorum::Quorum;
 use crate::protocol::NodeId;
 
 /// Protocol timings in milliseconds (protocol §7; defaults from the seed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Timings {
     pub hb_interval_ms: u64,
     pub down_after_ms: u64,
@@ -104,7 +104,7 @@ impl Timings {
 }
 
 /// One member of the cluster as the core needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Member {
     pub id: NodeId,
     /// Data-node client address peers replicate from and clients are told;
@@ -122,7 +122,7 @@ impl Member {
 /// hands over, by the planned switchover, to a member of higher priority
 /// that has been ready for `delay_ms`. Off by default: a failover then
 /// leaves the primary where it is, as before.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Preempt {
     pub enabled: bool,
     /// How long a preferred member must have been ready without a break
@@ -143,7 +143,7 @@ impl Default for Preempt {
 /// Deliberate protocol violations, compiled into `elector-faulty` only, so the
 /// conformance suite can prove its checkers catch real bugs. The last two
 /// bring back the rules before §6.10, for the simulator's controls.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Faults {
     pub accept_twice_per_epoch: bool,
     pub promote_without_quorum: bool,
@@ -162,7 +162,7 @@ pub struct Faults {
 }
 
 /// What the core must know of its data node's kind (§6.10).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Backend {
     /// Every promotion starts a stream whose offsets begin again (kevy 7: a
     /// new feed generation from offset 0), so offsets of two promotions are
@@ -172,7 +172,7 @@ pub struct Backend {
 }
 
 /// Everything the core is constructed with.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct CoreConfig {
     pub node_id: NodeId,
     /// Every member, this node included (protocol §6.1: quorum counts them all).

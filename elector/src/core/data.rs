@@ -9,7 +9,7 @@ use super::Core;
 use crate::protocol::Role;
 
 /// What the adapter has told us about the data node.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct DataView {
     pub(crate) obs: Observation,
     /// The data node's generation as last reported by the adapter (§6.8).
@@ -59,7 +59,7 @@ impl Default for DataView {
 }
 
 /// The target the core wants the data node in.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct TargetState {
     pub(crate) current: DataNodeTarget,
     pub(crate) seq: u64,

@@ -26,7 +26,7 @@ use super::Core;
 use crate::core::types::Millis;
 
 /// Whether the data node's reading describes its content (§6.10).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Proof {
     /// Read from the same process since its stream was claimed, or in the
     /// recorded stream: the position is real.
@@ -36,7 +36,7 @@ pub enum Proof {
 }
 
 /// Why a position is not proven.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Unproven {
     /// This elector started with a durable record and has not yet read its
     /// data node in the recorded stream.

@@ -10,7 +10,7 @@
 use super::types::Millis;
 use crate::protocol::NodeId;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(super) struct KnownPrimary {
     /// The primary of the committed epoch as far as we know (may be us).
     pub(crate) id: Option<NodeId>,

@@ -26,6 +26,7 @@ mod peers;
 mod preempt;
 mod primary;
 pub(crate) mod quorum;
+mod rng;
 mod role;
 mod types;
 mod vote;
@@ -48,8 +49,7 @@ use known_primary::KnownPrimary;
 use output::Outbox;
 use peers::Peers;
 use quorum::Quorum;
-use rand::rngs::StdRng;
-use rand::SeedableRng;
+use rng::CoreRng;
 use role::RoleState;
 
 /// How far beyond the highest epoch this node knows a message may reach
@@ -78,9 +78,10 @@ pub enum Event {
 }
 
 /// The election state machine of one node.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Core {
     cfg: CoreConfig,
-    rng: StdRng,
+    rng: CoreRng,
     now: Millis,
     started_at: Millis,
     /// In-memory copy of what is (or is about to be) durable.
@@ -107,7 +108,7 @@ impl Core {
     /// Call [`Core::start`] next: it emits the start-up clamp.
     pub fn new(cfg: CoreConfig, recovered: PersistedState, now: Millis) -> Core {
         let mut core = Core {
-            rng: StdRng::seed_from_u64(cfg.seed),
+            rng: CoreRng::seed_from_u64(cfg.seed),
             peers: Peers::new(cfg.peer_ids().map(str::to_string)),
             max_seen_epoch: recovered.epoch.max(recovered.voted_epoch),
             state: recovered,

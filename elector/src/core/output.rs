@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 
 /// A data-node target that only takes authority away: writes refused, no new
 /// upstream. Never waits for a durable write (§5.2.1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FenceTarget {
     FencedPrimary,
     HandingOver,
@@ -30,7 +30,7 @@ pub enum FenceTarget {
 
 /// A data-node target that gives authority: writes, or a new upstream whose
 /// stream becomes part of the durable state (§4.3). Recorded on disk first.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum GrantTarget {
     Primary,
     Follow {
@@ -89,7 +89,7 @@ impl DataNodeTarget {
 }
 
 /// Something that takes authority away, carried out before anything else.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Fence {
     /// Drive the data node to `target` (report success via `applied_seq`).
     Apply { seq: u64, target: FenceTarget },
@@ -98,7 +98,7 @@ pub enum Fence {
 }
 
 /// An output that may have to wait for a durable write.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Action {
     Send {
         to: NodeId,
@@ -114,7 +114,7 @@ pub enum Action {
 
 /// Write `state` durably, then report [`super::Event::Persisted`] for `seq`.
 /// Writes are carried out one at a time, in `seq` order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Persist {
     pub seq: u64,
     pub state: PersistedState,
@@ -127,7 +127,7 @@ pub struct Persist {
 
 /// Actions that leave only once write `after` (and every earlier one) is
 /// durable; dropped if a write fails.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Gated {
     pub(crate) after: u64,
     pub(crate) actions: Vec<Action>,
@@ -136,7 +136,7 @@ pub struct Gated {
 /// One step's outputs, in the order the shell carries them out: `fences`,
 /// then `now`, then `persist`; `gated` is held (see [`Gate`]).
 #[must_use]
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Output {
     pub fences: Vec<Fence>,
     pub now: Vec<Action>,
@@ -147,7 +147,7 @@ pub struct Output {
 /// The shell's side of the gate: holds gated actions until their write is
 /// durable. The tokio shell and the simulator both use it, so they release
 /// in the same order.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
 pub struct Gate {
     held: VecDeque<Gated>,
 }
@@ -181,7 +181,7 @@ impl Gate {
 }
 
 /// The core's side: sorts each output into its place as it is produced.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Outbox {
     out: Output,
     /// The newest write asked for (possibly in an earlier step).

@@ -6,7 +6,7 @@ use crate::protocol::{Heartbeat, NodeId};
 use std::collections::BTreeMap;
 
 /// One peer as seen from here.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PeerView {
     /// Last time any valid message arrived from this peer.
     pub(crate) last_heard: Option<Millis>,
@@ -29,7 +29,7 @@ impl PeerView {
 }
 
 /// All peers, in node-id order (deterministic iteration for the simulator).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Peers {
     views: BTreeMap<NodeId, PeerView>,
 }

@@ -2,7 +2,7 @@
 //! of the configured members make a majority, and what a vote count means.
 
 /// Where a candidacy stands after counting (raft-rs's `VoteResult`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum VoteResult {
     /// A majority granted its vote.
     Won,
@@ -15,7 +15,7 @@ pub(crate) enum VoteResult {
 
 /// The majority of a fixed membership: `N/2 + 1` of every configured member,
 /// this node included (§6.1). N = 2 needs both, so it never fails over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Quorum {
     members: usize,
 }

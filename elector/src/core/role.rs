@@ -13,7 +13,7 @@ use crate::protocol::{NodeId, Role};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A candidacy in progress (§5.1).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Candidacy {
     pub(crate) epoch: u64,
     pub(crate) votes: BTreeSet<NodeId>,
@@ -23,7 +23,7 @@ pub(super) struct Candidacy {
 
 /// A planned handover (§8): draining on the primary, then waiting for the
 /// successor on the replica the old primary became.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Switchover {
     pub(crate) to: NodeId,
     pub(crate) deadline: Millis,
@@ -40,7 +40,7 @@ pub(super) struct Switchover {
 }
 
 /// What only a primary has: its lease (§6.2) and a switchover it drains.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(super) struct Leadership {
     /// No majority has echoed a stamp within the lease: writes refused.
     pub(crate) fenced_by_lease: bool,
@@ -58,7 +58,7 @@ pub(super) struct Leadership {
     pub(crate) preempt_ready: BTreeMap<NodeId, Millis>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) enum RoleState {
     Replica { switchover: Option<Switchover> },
     Candidate(Candidacy),

@@ -12,7 +12,7 @@ pub type Millis = u64;
 /// What must survive a restart (protocol §5.2). The shell writes it with
 /// write-temp, fsync, rename, fsync-dir before any message that depends on it
 /// leaves.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct PersistedState {
     /// Highest committed epoch this node has learned (ANNOUNCE or primary HB).
     pub epoch: u64,
@@ -114,7 +114,7 @@ impl fmt::Display for StreamId {
 }
 
 /// The durable record of which backend stream `data_epoch` names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct StreamRecord {
     pub data_epoch: u64,
     pub id: StreamId,
@@ -123,7 +123,7 @@ pub struct StreamRecord {
 /// What the data node should be. The shell's adapter drives the real server
 /// towards the latest target and keeps retrying; it reports what it sees back
 /// as an [`Observation`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum DataNodeTarget {
     /// Accept writes: `REPLICAOF NO ONE` and no fence.
     Primary,
@@ -166,7 +166,7 @@ impl DataNodeTarget {
 }
 
 /// The data node's state as last observed by the adapter.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Observation {
     pub(crate) reachable: bool,
     /// Replication offset (primary: master offset; replica: applied offset).
@@ -221,7 +221,7 @@ pub struct Observation {
 /// One of the watchdog's floor hints (§6.10): the highest offset the data
 /// node held in `stream` when the watchdog detached it, and the epoch this
 /// node was joining then (its durable `joining`, 0 for none).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FloorHint {
     pub stream: StreamId,
     pub offset: u64,
@@ -307,7 +307,7 @@ impl fmt::Display for Reason {
 }
 
 /// Something an operator should be told about (logs, `/status`, hooks, metrics).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Notice {
     RoleChanged {
         from: Role,
@@ -363,7 +363,7 @@ pub enum Notice {
 
 /// Why a planned switchover was refused or did not finish (§8). The shell
 /// maps each to its API answer; the text is what operators read.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Error, Hash)]
 pub enum SwitchoverFailure {
     #[error("this node is not the primary")]
     NotPrimary,

@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 pub const MAX_ENTRIES: usize = 8;
 
 /// One entry of the file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Hint {
     pub stream: String,
     /// The highest offset the data node held in `stream`.

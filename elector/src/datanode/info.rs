@@ -3,7 +3,7 @@
 use super::DataNodeError;
 
 /// The replication facts we use.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ReplicationInfo {
     /// `master` or `slave` as the server says.
     pub role: String,
@@ -56,7 +56,7 @@ fn replid(value: &str) -> Option<String> {
 }
 
 /// The Redis settings the fence relies on, read with `CONFIG GET`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct RedisSettings {
     pub(crate) min_replicas_to_write: u64,
     pub(crate) min_replicas_max_lag: u64,
@@ -172,7 +172,7 @@ impl ReplicationInfo {
 
 /// The primary a replica was last pointed at: its configured address and
 /// the resolved address given to `REPLICAOF` (both backends keep one).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Upstream(Option<(String, String, u16)>);
 
 impl Upstream {

@@ -50,7 +50,7 @@ pub(crate) const COMMAND_TIMEOUT: Duration = Duration::from_millis(1_000);
 /// there, so the node stays a read-only replica and keeps its data.
 pub const NOWHERE: (&str, u16) = ("127.0.0.1", 1);
 
-#[derive(Debug, Error)]
+#[derive(Debug, Error, Clone, PartialEq, Eq, Hash)]
 pub enum DataNodeError {
     #[error("data node unreachable: {0}")]
     Unreachable(String),

@@ -27,7 +27,7 @@ use std::time::Duration;
 const PING_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// What one check of the tether found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TetherCheck {
     /// The first connection of this elector: the baseline incarnation.
     First(u64),

@@ -106,7 +106,7 @@ impl RejectReason {
 
 /// Heartbeat (protocol §3.1). The first five fields are the seed's; the rest
 /// are optional extensions.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Heartbeat {
     /// The committed epoch the sender follows (the epoch of its primary).
     pub epoch: u64,
@@ -146,7 +146,7 @@ pub struct Heartbeat {
 }
 
 /// One election message (protocol §3).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Message {
     /// `HELLO <node_id> [<fingerprint>]`: first frame on every connection;
     /// names the sender and what it believes the membership and the lease

@@ -43,13 +43,10 @@ use elector::core::{
 use elector::datanode::driver::Command;
 use elector::datanode::tether::TetherCheck;
 use elector::protocol::{Message, Role};
-use process::{Answer, Boot, Input, Proc};
+use process::{Answer, Input, Proc};
 use server::Server;
 use stateright::{Expectation, Model, Property};
 use std::collections::BTreeMap;
-use std::fmt;
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
 
 /// Timings with the seed's ratios, scaled so that a failover needs few
 /// heartbeats: voter_fresh = 300 ms, lease = 100 ms.
@@ -84,6 +81,17 @@ pub struct Cluster {
     pub channel_cap: usize,
     /// Time never advances beyond this (ms after the warm start).
     pub horizon_ms: Millis,
+    /// The liveness variant (§5.1, §6.2): `Some((k, ms))` adds the action
+    /// `Calm` ("faults stop"), taken at the latest after `k` steps; after
+    /// it only progress actions remain (no loss, no duplicate, no crash or
+    /// restart, no failed write, no client write, time advancing only once
+    /// every message, write and round due has happened: timely and in
+    /// order), and time is bounded by `ms` after the calm. Every path then
+    /// ends in a terminal state, where Stateright judges `eventually`.
+    pub liveness: Option<(u32, Millis)>,
+    /// Members configured with priority 0 (never stand, §5.1): the liveness
+    /// control.
+    pub never_stand: Vec<usize>,
 }
 
 impl Cluster {
@@ -100,6 +108,8 @@ impl Cluster {
             max_writes: 1,
             channel_cap: 2,
             horizon_ms: 1_500,
+            liveness: None,
+            never_stand: Vec::new(),
         }
     }
 
@@ -157,7 +167,11 @@ impl Cluster {
                 })
                 .collect(),
             timings: self.timings,
-            priority: 100,
+            priority: if self.never_stand.contains(&i) {
+                0
+            } else {
+                100
+            },
             max_lag: u64::MAX,
             seed: 7 * i as u64 + incarnation,
             faults: self.faults,
@@ -167,16 +181,11 @@ impl Cluster {
     }
 }
 
-/// One node: its elector (as inputs since boot, `None` while dead), what
-/// the shell holds for it, and its data server.
-#[derive(Clone, PartialEq, Eq)]
+/// One node: its elector process (`None` while dead), what the shell
+/// holds for it, and its data server.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Node {
-    pub boot: Option<Boot>,
-    /// The inputs of the fixed schedule before the search, shared by every
-    /// state of the search (compared by content, printed by length).
-    pub prefix: Arc<Vec<Input>>,
-    /// The inputs since then (or since boot, after a restart).
-    pub inputs: Vec<Input>,
+    pub proc: Option<Proc>,
     pub disk: PersistedState,
     /// Writes handed to the disk, oldest first: (seq, state).
     pub persists: Vec<(u64, PersistedState)>,
@@ -186,8 +195,6 @@ pub struct Node {
     pub round_due: bool,
     /// The data-node process the adapter's tether last saw.
     pub tether: Option<u64>,
-    /// The elector's next wake-up (a cache of `Core::next_wakeup`).
-    pub wake: Option<Millis>,
     /// What the last round reported of the server (a new round is only
     /// worth running when the server changed).
     pub reported: Option<Server>,
@@ -195,26 +202,18 @@ pub struct Node {
     pub incarnation: u64,
 }
 
-impl fmt::Debug for Node {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Node")
-            .field("boot", &self.boot)
-            .field("prefix", &format_args!("<{} inputs>", self.prefix.len()))
-            .field("inputs", &self.inputs)
-            .field("disk", &self.disk)
-            .field("persists", &self.persists)
-            .field("target", &self.target)
-            .field("round_due", &self.round_due)
-            .field("tether", &self.tether)
-            .field("wake", &self.wake)
-            .field("reported", &self.reported)
-            .field("server", &self.server)
-            .field("incarnation", &self.incarnation)
-            .finish()
+impl Node {
+    /// The elector's next wake-up, if it runs.
+    pub fn wake(&self) -> Option<Millis> {
+        self.proc.as_ref().map(|p| p.core.next_wakeup())
+    }
+
+    pub fn running(&self) -> bool {
+        self.proc.is_some()
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct InFlight {
     pub from: usize,
     pub to: usize,
@@ -222,7 +221,7 @@ pub struct InFlight {
 }
 
 /// What the properties read; set at the step a rule broke.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Ghost {
     /// epoch -> the node that became primary in it.
     pub primaries: BTreeMap<u64, usize>,
@@ -258,7 +257,7 @@ impl Ghost {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct State {
     pub now: Millis,
     pub nodes: Vec<Node>,
@@ -269,16 +268,10 @@ pub struct State {
     pub data_restarts: u32,
     pub duplicates: u32,
     pub persist_failures: u32,
+    /// Liveness variant: steps taken before the calm, and when it came.
+    pub steps: u32,
+    pub calm_at: Option<Millis>,
     pub ghost: Ghost,
-}
-
-/// States are compared exactly; hashing their `Debug` form is simple and
-/// covers every field (the core's inputs included; the shared prefix by its
-/// length, as every state of one search shares the same one).
-impl Hash for State {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        format!("{self:?}").hash(h);
-    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -295,6 +288,8 @@ pub enum Act {
     Restart(usize),
     DataRestartKept(usize),
     DataRestartEmpty(usize),
+    /// Liveness variant: faults stop from here on.
+    Calm,
 }
 
 pub struct ClusterModel {
@@ -315,6 +310,9 @@ pub enum Start {
     /// Settled, a write acknowledged, then the primary's elector dies; the
     /// search starts a few steps before the first OFFER of its successor.
     PrimaryCrashed,
+    /// As `PrimaryCrashed`, the search starting right at the crash (for
+    /// liveness: the whole way to a successor, or to none).
+    PrimaryJustCrashed,
     /// As `PrimaryCrashed`, but the primary took a second write that no
     /// replica holds (an unacknowledged tail), and its elector read it and
     /// a heartbeat passed, before the elector died.
@@ -343,6 +341,20 @@ pub const STEPS_BEFORE_OFFER: usize = 1;
 
 impl ClusterModel {
     pub fn new(cluster: Cluster, start: Start) -> ClusterModel {
+        // The fixed schedule never calms (it takes no fault anyway).
+        let liveness = cluster.liveness;
+        let mut model = ClusterModel::build(
+            Cluster {
+                liveness: None,
+                ..cluster
+            },
+            start,
+        );
+        model.cluster.liveness = liveness;
+        model
+    }
+
+    fn build(cluster: Cluster, start: Start) -> ClusterModel {
         let mut world = World::new(&cluster);
         // The fixed schedule runs as long as it needs; the bound on time
         // applies from the start of the search.
@@ -362,6 +374,7 @@ impl ClusterModel {
         let init = match start {
             Start::Boot | Start::Settled => s,
             Start::PrimaryCrashed
+            | Start::PrimaryJustCrashed
             | Start::PrimaryCrashedWithTail
             | Start::PrimaryBackWithTail
             | Start::ReplicaRestartedEmpty
@@ -414,6 +427,7 @@ impl ClusterModel {
                 let crashed = matches!(
                     start,
                     Start::PrimaryCrashed
+                        | Start::PrimaryJustCrashed
                         | Start::PrimaryCrashedWithTail
                         | Start::PrimaryBackWithTail
                         | Start::ReplicaRestartedEmpty
@@ -423,6 +437,15 @@ impl ClusterModel {
                 } else {
                     s
                 };
+                if start == Start::PrimaryJustCrashed {
+                    let mut s = s;
+                    s.ghost.promotions = 0;
+                    world.cluster.horizon_ms = s.now + cluster.horizon_ms;
+                    return ClusterModel {
+                        cluster: world.cluster,
+                        init: s,
+                    };
+                }
                 let s = if start == Start::PrimaryBackWithTail {
                     let s = world
                         .step(&s, Act::DataRestartKept(p))
@@ -446,11 +469,6 @@ impl ClusterModel {
         };
         let mut init = init;
         init.ghost.promotions = 0;
-        for node in &mut init.nodes {
-            let mut all: Vec<Input> = node.prefix.as_ref().clone();
-            all.append(&mut node.inputs);
-            node.prefix = Arc::new(all);
-        }
         world.cluster.horizon_ms = init.now + cluster.horizon_ms;
         ClusterModel {
             cluster: world.cluster,
@@ -509,12 +527,7 @@ impl ClusterModel {
     /// fault-free schedule ([`ClusterModel::fair_run`]): for the controls,
     /// whose violations lie deeper than a minute's exhaustive search.
     pub fn skip_ahead(mut self, steps: usize) -> ClusterModel {
-        let (_, mut init) = self.fair_run(&self.init, steps, |_| false);
-        for node in &mut init.nodes {
-            let mut all: Vec<Input> = node.prefix.as_ref().clone();
-            all.append(&mut node.inputs);
-            node.prefix = Arc::new(all);
-        }
+        let (_, init) = self.fair_run(&self.init, steps, |_| false);
         self.init = init;
         self
     }
@@ -527,6 +540,19 @@ impl ClusterModel {
             .map(|p| p.name)
             .collect()
     }
+}
+
+/// The liveness property's name.
+pub const LIVENESS: &str = "a primary is elected once faults stop";
+
+/// A running primary, not fenced by its lease, on a writable data node.
+pub fn has_primary(s: &State) -> bool {
+    s.nodes.iter().any(|n| {
+        n.proc
+            .as_ref()
+            .is_some_and(|p| p.core.role() == Role::Primary && !p.core.fenced())
+            && n.server.writable()
+    })
 }
 
 /// A stop condition for [`World::run`]: node `i`'s elector has read its
@@ -562,15 +588,12 @@ impl World {
             now: 0,
             nodes: (0..n)
                 .map(|_| Node {
-                    boot: None,
-                    prefix: Arc::new(Vec::new()),
-                    inputs: Vec::new(),
+                    proc: None,
                     disk: PersistedState::default(),
                     persists: Vec::new(),
                     target: None,
                     round_due: false,
                     tether: None,
-                    wake: None,
                     reported: None,
                     server: Server::new(),
                     incarnation: 0,
@@ -583,6 +606,8 @@ impl World {
             data_restarts: 0,
             duplicates: 0,
             persist_failures: 0,
+            steps: 0,
+            calm_at: None,
             ghost: Ghost {
                 epoch_seen: vec![0; n],
                 ..Ghost::default()
@@ -653,28 +678,14 @@ impl World {
             })
     }
 
-    fn proc(&self, s: &State, i: usize) -> Option<Proc> {
-        let node = &s.nodes[i];
-        let boot = node.boot.as_ref()?;
-        Some(Proc::replay(
-            self.cluster.config(i, node.incarnation),
-            boot,
-            node.prefix.iter().chain(&node.inputs),
-        ))
-    }
-
     fn restart(&mut self, s: &mut State, i: usize) {
         let node = &mut s.nodes[i];
         node.incarnation += 1;
-        let boot = Boot {
-            disk: node.disk.clone(),
-            now: s.now,
-            incarnation: node.incarnation,
-        };
-        let (proc, out) = Proc::boot(self.cluster.config(i, node.incarnation), &boot);
-        node.boot = Some(boot);
-        node.prefix = Arc::new(Vec::new());
-        node.inputs.clear();
+        let (proc, out) = Proc::boot(
+            self.cluster.config(i, node.incarnation),
+            node.disk.clone(),
+            s.now,
+        );
         node.persists.clear();
         node.target = None;
         node.round_due = false;
@@ -683,19 +694,19 @@ impl World {
         s.ghost.epoch_seen[i] = s.nodes[i].disk.epoch;
         self.apply_output(s, i, &proc, out);
         self.refresh(s, i, &proc);
+        s.nodes[i].proc = Some(proc);
     }
 
-    /// Feeds `input` to node `i`'s process (rebuilt from its history),
-    /// records it, and carries out what it produced.
+    /// Feeds `input` to node `i`'s process and carries out what it produced.
     fn feed(&mut self, s: &mut State, i: usize, input: Input) {
-        let Some(mut proc) = self.proc(s, i) else {
+        let Some(mut proc) = s.nodes[i].proc.take() else {
             return;
         };
         let streams = &mut s.streams;
         let node = &mut s.nodes[i];
         let (server, tether) = (&mut node.server, &mut node.tether);
         let mut became_writable = false;
-        let (fx, recorded) = proc.feed(&input, |command, round_target| match command {
+        let fx = proc.feed(&input, |command, round_target| match command {
             Command::Apply(t) => {
                 became_writable |= server.apply(t.clone(), streams).unwrap_or(false);
                 Answer::Applied(Ok(()))
@@ -714,11 +725,10 @@ impl World {
                 Answer::Observed(Ok((server.info(), satisfies, check)))
             }
         });
-        if matches!(recorded, Input::Round { .. }) {
+        if matches!(input, Input::Round { .. }) {
             node.reported = Some(node.server.clone());
             node.round_due = false;
         }
-        node.inputs.push(recorded);
         if became_writable {
             self.on_writable(s, i);
         }
@@ -732,6 +742,7 @@ impl World {
             self.apply_output(s, i, &proc, out);
         }
         self.refresh(s, i, &proc);
+        s.nodes[i].proc = Some(proc);
     }
 
     fn apply_output(&mut self, s: &mut State, i: usize, proc: &Proc, out: Output) {
@@ -858,7 +869,6 @@ impl World {
 
     /// After every step: caches, the epoch rule, the writable count, acks.
     fn refresh(&mut self, s: &mut State, i: usize, proc: &Proc) {
-        s.nodes[i].wake = Some(proc.core.next_wakeup());
         let epoch = proc.core.epoch();
         let g = &mut s.ghost;
         if epoch < g.epoch_seen[i] && g.epoch_went_back.is_none() {
@@ -904,7 +914,7 @@ impl World {
     }
 
     fn urgent(&self, s: &State) -> bool {
-        s.nodes.iter().any(|n| n.boot.is_some() && n.round_due)
+        s.nodes.iter().any(|n| n.running() && n.round_due)
     }
 
     fn upstream(&self, s: &State, i: usize) -> Option<usize> {
@@ -927,53 +937,80 @@ impl World {
         (next != s.nodes[i].server).then_some(next)
     }
 
+    /// Time never goes beyond this: the search's horizon, or, once calm,
+    /// the liveness bound after the calm.
+    fn horizon(&self, s: &State) -> Millis {
+        match (s.calm_at, self.cluster.liveness) {
+            (Some(at), Some((_, ms))) => at + ms,
+            _ => self.cluster.horizon_ms,
+        }
+    }
+
+    /// A majority of electors run (the calm is a stable majority).
+    fn majority_runs(&self, s: &State) -> bool {
+        let quorum = self.cluster.nodes / 2 + 1;
+        s.nodes.iter().filter(|n| n.running()).count() >= quorum
+    }
+
     fn actions(&self, s: &State, acts: &mut Vec<Act>) {
         let c = &self.cluster;
+        let calm = s.calm_at.is_some();
+        if let Some((k, _)) = c.liveness {
+            if !calm && self.majority_runs(s) {
+                acts.push(Act::Calm);
+                if s.steps >= k {
+                    return;
+                }
+            }
+        }
+        let faults = !calm;
         for (k, m) in s.net.iter().enumerate() {
-            if s.nodes[m.to].boot.is_some() {
+            if s.nodes[m.to].running() {
                 acts.push(Act::Deliver(k));
-                if s.duplicates < c.max_duplicates {
+                if faults && s.duplicates < c.max_duplicates {
                     acts.push(Act::Duplicate(k));
                 }
             }
         }
         for i in 0..s.nodes.len() {
             let n = &s.nodes[i];
-            if n.boot.is_some() {
+            if n.running() {
                 if !n.persists.is_empty() {
                     acts.push(Act::Persist(i));
-                    if s.persist_failures < c.max_persist_failures {
+                    if faults && s.persist_failures < c.max_persist_failures {
                         acts.push(Act::PersistFail(i));
                     }
                 }
                 if n.target.is_some() && (n.round_due || n.reported.as_ref() != Some(&n.server)) {
                     acts.push(Act::Round(i));
                 }
-                if s.crashes < c.max_crashes {
+                if faults && s.crashes < c.max_crashes {
                     acts.push(Act::Crash(i));
                 }
-            } else {
+            } else if faults {
                 acts.push(Act::Restart(i));
             }
-            if !c.is_witness(i) && s.data_restarts < c.max_data_restarts {
+            if faults && !c.is_witness(i) && s.data_restarts < c.max_data_restarts {
                 acts.push(Act::DataRestartKept(i));
                 acts.push(Act::DataRestartEmpty(i));
             }
             if self.synced(s, i).is_some() {
                 acts.push(Act::Sync(i));
             }
-            if n.server.writable() && s.next_write <= c.max_writes {
+            if faults && n.server.writable() && s.next_write <= c.max_writes {
                 acts.push(Act::Write(i));
             }
         }
-        if !self.urgent(s) {
+        // Once calm, time waits for everything due (nothing is lost or late).
+        let quiet = !calm || !acts.iter().any(|a| !matches!(a, Act::Calm));
+        if !self.urgent(s) && quiet {
             let next = s
                 .nodes
                 .iter()
-                .filter(|n| n.boot.is_some())
-                .filter_map(|n| n.wake)
+                .filter(|n| n.running())
+                .filter_map(|n| n.wake())
                 .min();
-            if next.is_some_and(|t| t <= c.horizon_ms) {
+            if next.is_some_and(|t| t <= self.horizon(s)) {
                 acts.push(Act::Advance);
             }
         }
@@ -981,7 +1018,11 @@ impl World {
 
     fn step(&mut self, last: &State, act: Act) -> Option<State> {
         let mut s = last.clone();
+        if s.calm_at.is_none() && self.cluster.liveness.is_some() {
+            s.steps += 1;
+        }
         match act {
+            Act::Calm => s.calm_at = Some(s.now),
             Act::Deliver(k) | Act::Duplicate(k) => {
                 let m = if matches!(act, Act::Duplicate(_)) {
                     s.duplicates += 1;
@@ -1004,13 +1045,12 @@ impl World {
                 s.now = s
                     .nodes
                     .iter()
-                    .filter(|n| n.boot.is_some())
-                    .filter_map(|n| n.wake)
+                    .filter(|n| n.running())
+                    .filter_map(|n| n.wake())
                     .min()?;
                 let now = s.now;
                 for i in 0..s.nodes.len() {
-                    let due =
-                        s.nodes[i].boot.is_some() && s.nodes[i].wake.is_some_and(|w| w <= now);
+                    let due = s.nodes[i].wake().is_some_and(|w| w <= now);
                     if due {
                         self.feed(
                             &mut s,
@@ -1058,7 +1098,6 @@ impl World {
                         seq,
                         generation,
                         target,
-                        answers: Vec::new(),
                     },
                 );
             }
@@ -1072,11 +1111,8 @@ impl World {
             Act::Crash(i) => {
                 s.crashes += 1;
                 let node = &mut s.nodes[i];
-                node.boot = None;
-                node.prefix = Arc::new(Vec::new());
-                node.inputs.clear();
+                node.proc = None;
                 node.persists.clear();
-                node.wake = None;
                 node.round_due = false;
                 // The watchdog fences a data node whose elector is gone.
                 if node.server.writable() {
@@ -1117,7 +1153,7 @@ impl Model for ClusterModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
+        let mut properties = vec![
             // §5.3: a primary needs a majority of votes in its epoch.
             Property::always("at most one primary per epoch", |_, s: &State| {
                 s.ghost.two_primaries_in_epoch.is_none()
@@ -1146,10 +1182,19 @@ impl Model for ClusterModel {
             Property::sometimes("a new primary is elected", |_, s: &State| {
                 s.ghost.promotions > 0
             }),
-        ]
+        ];
+        if self.cluster.liveness.is_some() {
+            // §5.1, §6.2, §9.2's liveness: once faults stop with a majority
+            // running, a primary holds its lease on a writable data node
+            // within the bound (judged where every path ends: the bound).
+            properties.push(Property::eventually(LIVENESS, |_, s: &State| {
+                s.calm_at.is_some() && has_primary(s)
+            }));
+        }
+        properties
     }
 
     fn within_boundary(&self, s: &State) -> bool {
-        s.now <= self.cluster.horizon_ms
+        s.now <= World::new(&self.cluster).horizon(s)
     }
 }

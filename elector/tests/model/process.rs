@@ -1,14 +1,10 @@
 //! One elector process as the model sees it: the real `Core`, the real
-//! data-node `Driver` and the real `Gate`, rebuilt from what they were fed.
+//! data-node `Driver` and the real `Gate`, held in the model's state.
 //!
-//! None of the three is `Clone` (nor `Hash`), and a model checker must copy
-//! and compare states. So a model state keeps each process as its *inputs*
-//! since boot ([`Boot`] and a list of [`Input`]); [`Proc::replay`] rebuilds
-//! the process by feeding them again. The core is a pure function of its
-//! inputs (time and randomness come from outside), so the rebuilt process is
-//! the one that was running. Two states are equal only if every process saw
-//! the same inputs: exact, never merging different cores, at the price of
-//! keeping apart states that differ only in history.
+//! All three are `Clone + Eq + Hash` (derived for this), so a state keeps
+//! the process itself: two states whose processes are equal are one state,
+//! whatever history led to them (the checker merges them, which is what
+//! makes deeper searches affordable; protocol §9.4).
 
 use elector::core::{Action, Core, CoreConfig, Event, Gate, Millis, Output, PersistedState};
 use elector::datanode::driver::{Driver, Observed, Outcome, Step};
@@ -16,14 +12,6 @@ use elector::datanode::tether::TetherCheck;
 use elector::datanode::{DataNodeError, ReplicationInfo};
 
 use elector::core::DataNodeTarget;
-
-/// How an incarnation started.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Boot {
-    pub disk: PersistedState,
-    pub now: Millis,
-    pub incarnation: u64,
-}
 
 /// A data-node command's answer, in a form that can be stored and compared
 /// (the driver's `Outcome` is neither `Clone` nor `Eq`). Like `Outcome`,
@@ -68,13 +56,12 @@ pub enum Input {
         seq: u64,
         ok: bool,
     },
-    /// One adapter round for target `seq`, with the data node's answers.
+    /// One adapter round for target `seq`, run against the data node.
     Round {
         now: Millis,
         seq: u64,
         generation: u64,
         target: DataNodeTarget,
-        answers: Vec<Answer>,
     },
 }
 
@@ -86,6 +73,7 @@ pub struct Effects {
     pub released: Vec<Action>,
 }
 
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Proc {
     pub core: Core,
     pub driver: Driver,
@@ -93,10 +81,11 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// A fresh incarnation and its start-up output (the clamp).
-    pub fn boot(cfg: CoreConfig, boot: &Boot) -> (Proc, Output) {
-        let mut core = Core::new(cfg, boot.disk.clone(), boot.now);
-        let out = core.start(boot.now);
+    /// A fresh incarnation from the durable state `disk` and its start-up
+    /// output (the clamp).
+    pub fn boot(cfg: CoreConfig, disk: PersistedState, now: Millis) -> (Proc, Output) {
+        let mut core = Core::new(cfg, disk, now);
+        let out = core.start(now);
         let mut proc = Proc {
             core,
             driver: Driver::new("model"),
@@ -106,37 +95,20 @@ impl Proc {
         (proc, out)
     }
 
-    /// The process after `inputs`.
-    pub fn replay<'a>(
-        cfg: CoreConfig,
-        boot: &Boot,
-        inputs: impl Iterator<Item = &'a Input>,
-    ) -> Proc {
-        let (mut proc, _) = Proc::boot(cfg, boot);
-        for input in inputs {
-            let _ = proc.feed(input, |_, _| {
-                unreachable!("replayed rounds carry their answers")
-            });
-        }
-        proc
-    }
-
     fn handle(&mut self, now: Millis, event: Event, fx: &mut Effects) {
         let out = self.core.handle(now, event);
         self.gate.hold(out.gated.clone());
         fx.outputs.push(out);
     }
 
-    /// Feeds one input. A `Round` whose `answers` are empty is run live:
-    /// `execute` carries out each command against the data node and the
-    /// answers are recorded into the returned input, so it replays.
+    /// Feeds one input; a `Round` runs the driver to its end, `execute`
+    /// carrying out each command against the data node.
     pub fn feed(
         &mut self,
         input: &Input,
         mut execute: impl FnMut(&elector::datanode::driver::Command, Option<&DataNodeTarget>) -> Answer,
-    ) -> (Effects, Input) {
+    ) -> Effects {
         let mut fx = Effects::default();
-        let mut recorded = input.clone();
         match input {
             Input::Handle { now, event } => self.handle(*now, event.clone(), &mut fx),
             Input::Persisted { now, seq, ok } => {
@@ -154,39 +126,20 @@ impl Proc {
                 seq,
                 generation,
                 target,
-                answers,
             } => {
-                let live = answers.is_empty();
-                let mut got = Vec::new();
                 let mut step = self.driver.begin(*seq, *generation, target.clone(), *now);
-                let mut k = 0;
                 let report = loop {
                     match step {
                         Step::Run(command) => {
-                            let answer = if live {
-                                execute(&command, self.driver.target())
-                            } else {
-                                answers[k].clone()
-                            };
-                            k += 1;
+                            let answer = execute(&command, self.driver.target());
                             step = self.driver.next(answer.outcome(), *now);
-                            got.push(answer);
                         }
                         Step::Done(report) => break report,
                     }
                 };
                 self.handle(*now, Event::DataNode(report.obs), &mut fx);
-                if live {
-                    recorded = Input::Round {
-                        now: *now,
-                        seq: *seq,
-                        generation: *generation,
-                        target: target.clone(),
-                        answers: got,
-                    };
-                }
             }
         }
-        (fx, recorded)
+        fx
     }
 }

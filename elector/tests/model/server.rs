@@ -10,7 +10,7 @@
 use elector::core::DataNodeTarget;
 use elector::datanode::{DataNodeError, ReplicationInfo, NOWHERE};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Server {
     pub log: Vec<u64>,
     pub applied: DataNodeTarget,

@@ -85,7 +85,7 @@ pub struct RoundReport {
 }
 
 /// The driver's memory of the data node between rounds.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Hash)]
 struct Tracker {
     applied_seq: u64,
     offset_at_apply: Option<u64>,
@@ -114,7 +114,7 @@ struct Tracker {
 }
 
 /// What a read learns about who changed the data node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Change {
     None,
     /// Another process answers, or a writable node turned replica and we
@@ -169,7 +169,7 @@ impl Tracker {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Phase {
     FenceFirst,
     ObserveBefore,
@@ -180,7 +180,7 @@ enum Phase {
 }
 
 /// One round in progress.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Round {
     seq: u64,
     generation: u64,
@@ -469,7 +469,7 @@ impl Tracker {
 
 /// The adapter's rules for one data node, living as long as the elector
 /// process: a new process starts with a fresh driver, as the real one does.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Driver {
     backend: &'static str,
     t: Tracker,
