@@ -20,6 +20,7 @@ pub mod persist;
 pub mod protocol;
 pub mod runtime;
 pub mod status_view;
+pub(crate) mod tls;
 pub mod vip;
 pub mod watchdog;
 

@@ -34,6 +34,8 @@ pub enum RuntimeError {
     DataDir(#[from] DataDirError),
     #[error("auth: {0}")]
     Auth(#[from] AuthConfigError),
+    #[error(transparent)]
+    Tls(#[from] crate::tls::files::TlsFileError),
     #[error("cannot listen on {what} {spec}: {source}")]
     Listen {
         what: &'static str,
@@ -107,6 +109,8 @@ pub async fn run(
             source,
         })
     };
+    let ports_tls = crate::tls::PortsTls::load(&config)?;
+    tokio::spawn(ports_tls.reloader().run());
     let election_listener = bind("election", &config.listen.election)?;
     let api_listener = bind("api", &config.listen.api)?;
     let sentinel_listener = match &config.listen.sentinel {
@@ -193,12 +197,13 @@ pub async fn run(
         .collect();
     let fingerprint = config.fingerprint();
     tracing::info!(%fingerprint, "configuration fingerprint (members and lease timings)");
-    let transport = transport::start(
+    let transport = transport::start_with_tls(
         transport::LocalIdentity {
             node_id: config.node_id.clone(),
             fingerprint,
         },
         election_listener,
+        ports_tls.election.clone(),
         peers,
         Arc::clone(&auth),
         Arc::clone(&metrics),
@@ -234,14 +239,23 @@ pub async fn run(
             .load_key()?
             .map(|key| Arc::new(RequestVerifier::new(key))),
     };
-    tokio::spawn(api::serve(
-        api_listener,
-        api_state,
-        stopped(stop_rx.clone()),
-    ));
+    match ports_tls.api.clone() {
+        None => tokio::spawn(api::serve(
+            api_listener,
+            api_state,
+            stopped(stop_rx.clone()),
+        )),
+        Some(tls) => tokio::spawn(api::https::serve_tls(
+            api_listener,
+            api_state,
+            tls,
+            stopped(stop_rx.clone()),
+        )),
+    };
     if let Some(listener) = sentinel_listener {
         tokio::spawn(sentinel::serve(
             listener,
+            ports_tls.sentinel.clone(),
             config.node_id.clone(),
             view_rx,
             stopped(stop_rx.clone()),

@@ -12,6 +12,7 @@
 pub mod accept_data_loss;
 pub mod health;
 pub mod http;
+pub(crate) mod https;
 pub(crate) mod listen;
 pub mod metrics;
 pub mod request_auth;

@@ -138,6 +138,7 @@ impl Config {
             check_password_source(dn, &mut errors, &mut warnings);
             super::data_node_tls::check(dn, &mut errors, &mut warnings);
         }
+        super::ports_tls::check(self, &mut errors, &mut warnings);
         if !valid_listen(&self.listen.election) {
             errors.push(format!(
                 "listen.election {:?} is not host:port or :port",

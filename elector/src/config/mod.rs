@@ -13,14 +13,15 @@ use thiserror::Error;
 
 mod check;
 mod data_node_tls;
+mod ports_tls;
 mod prescan;
 pub use check::check_cluster;
 pub mod reference;
 mod render;
 mod secret_file;
-#[cfg(test)]
 pub(crate) use data_node_tls::expiry_warnings;
 pub use data_node_tls::{DataNodeTlsConfig, EXPIRY_WARNING_DAYS};
+pub use ports_tls::{PeerTlsConfig, ServerTlsConfig, TlsConfig};
 pub use prescan::{prescan, PrescanError, MAX_BYTES};
 pub use render::{BackendArg, RenderArgs, RenderError};
 pub use secret_file::{read_secret_file, SecretFileError};
@@ -69,6 +70,11 @@ pub struct Config {
     /// Authentication of election messages and of API writes.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// TLS on the elector's own ports: the HTTP API, the Sentinel-compatible
+    /// listener and the election transport (docs/security.md). Off by
+    /// default; independent of `data_node.tls`.
+    #[serde(default, skip_serializing_if = "TlsConfig::is_empty")]
+    pub tls: TlsConfig,
     /// Scripts run on transitions, with the event in their environment.
     #[serde(default)]
     pub hooks: HooksConfig,

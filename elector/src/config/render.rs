@@ -199,6 +199,7 @@ impl RenderArgs {
             priority: super::default_priority(),
             max_lag_bytes: super::default_max_lag(),
             vip: None,
+            tls: super::TlsConfig::default(),
             log_format: super::LogFormat::Text,
             data_node: (!is_witness).then(|| DataNodeConfig {
                 kind,

@@ -19,57 +19,21 @@
 use super::DataNodeError;
 use crate::config::DataNodeTlsConfig;
 use redis::aio::MultiplexedConnection;
-use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::sign::CertifiedKey;
-use std::path::{Path, PathBuf};
+use rustls::pki_types::ServerName;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::TlsConnector;
 
-/// Why `data_node.tls` cannot be used. Each names the key and the file.
-#[derive(Debug, Error)]
-pub enum TlsFileError {
-    #[error("{key} {path}: cannot read it: {source}")]
-    Read {
-        key: &'static str,
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{key} {path}: no PEM certificate in it ({detail})")]
-    NoCertificate {
-        key: &'static str,
-        path: PathBuf,
-        detail: String,
-    },
-    #[error("{key} {path}: a certificate in it is unusable: {detail}")]
-    BadCertificate {
-        key: &'static str,
-        path: PathBuf,
-        detail: String,
-    },
-    #[error("data_node.tls.key_file {path}: no PEM private key in it ({detail})")]
-    NoKey { path: PathBuf, detail: String },
-    #[error(
-        "data_node.tls.key_file {key} does not belong to data_node.tls.cert_file {cert}: {detail}"
-    )]
-    KeyMismatch {
-        cert: PathBuf,
-        key: PathBuf,
-        detail: String,
-    },
-    #[error(transparent)]
-    Secret(#[from] crate::config::SecretFileError),
-    #[error("data_node.tls.server_name {0:?} is not a DNS name or an IP address")]
-    ServerName(String),
-    #[error("data_node.tls: {0}")]
-    Setup(String),
-}
+pub(crate) use crate::tls::files::read_certificates;
+pub use crate::tls::files::TlsFileError;
+use crate::tls::files::{provider, read_identity, read_roots, IdentityKeys};
+
+const CLIENT_KEYS: IdentityKeys = IdentityKeys {
+    cert: "data_node.tls.cert_file",
+    key: "data_node.tls.key_file",
+};
 
 /// The loaded `data_node.tls`: ready to dial with.
 #[derive(Clone)]
@@ -95,77 +59,9 @@ impl PartialEq for DataNodeTls {
 }
 impl Eq for DataNodeTls {}
 
-fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-fn read(key: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
-    std::fs::read(path).map_err(|source| TlsFileError::Read {
-        key,
-        path: path.to_path_buf(),
-        source,
-    })
-}
-
-/// Every PEM certificate in `path`, at least one.
-pub(crate) fn read_certificates(
-    key: &'static str,
-    path: &Path,
-) -> Result<Vec<CertificateDer<'static>>, TlsFileError> {
-    let bytes = read(key, path)?;
-    let certs = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsFileError::NoCertificate {
-            key,
-            path: path.to_path_buf(),
-            detail: e.to_string(),
-        })?;
-    if certs.is_empty() {
-        return Err(TlsFileError::NoCertificate {
-            key,
-            path: path.to_path_buf(),
-            detail: "no -----BEGIN CERTIFICATE----- block".into(),
-        });
-    }
-    Ok(certs)
-}
-
-/// The client certificate chain and its key, checked to belong together.
-fn client_identity(
-    cert_file: &Path,
-    key_file: &Path,
-) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsFileError> {
-    let certs = read_certificates("data_node.tls.cert_file", cert_file)?;
-    let pem = crate::config::read_secret_file("data_node.tls.key_file", key_file)?;
-    let key = PrivateKeyDer::from_pem_slice(pem.as_bytes()).map_err(|e| TlsFileError::NoKey {
-        path: key_file.to_path_buf(),
-        detail: e.to_string(),
-    })?;
-    let mismatch = |detail: String| TlsFileError::KeyMismatch {
-        cert: cert_file.to_path_buf(),
-        key: key_file.to_path_buf(),
-        detail,
-    };
-    let signer = provider()
-        .key_provider
-        .load_private_key(key.clone_key())
-        .map_err(|e| mismatch(format!("the key is not usable: {e}")))?;
-    CertifiedKey::new(certs.clone(), signer)
-        .keys_match()
-        .map_err(|e| mismatch(e.to_string()))?;
-    Ok((certs, key))
-}
-
 /// Reads and checks every file of `cfg` and builds the connector.
 pub(crate) fn load(cfg: &DataNodeTlsConfig) -> Result<DataNodeTls, TlsFileError> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in read_certificates("data_node.tls.ca_file", &cfg.ca_file)? {
-        roots.add(cert).map_err(|e| TlsFileError::BadCertificate {
-            key: "data_node.tls.ca_file",
-            path: cfg.ca_file.clone(),
-            detail: e.to_string(),
-        })?;
-    }
+    let roots = read_roots("data_node.tls.ca_file", &cfg.ca_file)?;
     let server_name = cfg
         .server_name
         .as_ref()
@@ -173,14 +69,14 @@ pub(crate) fn load(cfg: &DataNodeTlsConfig) -> Result<DataNodeTls, TlsFileError>
         .transpose()?;
     let builder = rustls::ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| TlsFileError::Setup(e.to_string()))?
+        .map_err(|e| TlsFileError::Setup(format!("data_node.tls: {e}")))?
         .with_root_certificates(roots);
     let config = match (&cfg.cert_file, &cfg.key_file) {
         (Some(cert), Some(key)) => {
-            let (certs, key) = client_identity(cert, key)?;
+            let (certs, key) = read_identity(CLIENT_KEYS, cert, key)?;
             builder
                 .with_client_auth_cert(certs, key)
-                .map_err(|e| TlsFileError::Setup(e.to_string()))?
+                .map_err(|e| TlsFileError::Setup(format!("data_node.tls: {e}")))?
         }
         _ => builder.with_no_client_auth(),
     };

@@ -5,6 +5,7 @@
 use super::*;
 use crate::config::expiry_warnings;
 use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
 
 /// A CA, and a client certificate + key it signed, written to `dir`.
 struct Files {

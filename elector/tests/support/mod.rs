@@ -199,7 +199,7 @@ impl Cluster {
         timings: (&str, u64),
         nofile: Option<u32>,
     ) -> Cluster {
-        Cluster::start_full(backend, n, timings, nofile, "")
+        Cluster::start_full(backend, n, timings, nofile, "", &|_| String::new())
     }
 
     /// Like [`Cluster::start_with`] with more `data_node` settings
@@ -210,7 +210,20 @@ impl Cluster {
         timings: (&str, u64),
         data_node_extra: &str,
     ) -> Cluster {
-        Cluster::start_full(backend, n, timings, None, data_node_extra)
+        Cluster::start_full(backend, n, timings, None, data_node_extra, &|_| {
+            String::new()
+        })
+    }
+
+    /// Like [`Cluster::start_with`] with more top-level YAML for each node
+    /// (`node_extra(id)`: whole lines, e.g. a `tls:` section).
+    pub fn start_with_node_extra(
+        backend: Backend,
+        n: usize,
+        timings: (&str, u64),
+        node_extra: &dyn Fn(&str) -> String,
+    ) -> Cluster {
+        Cluster::start_full(backend, n, timings, None, "", node_extra)
     }
 
     /// `data` data nodes and electors, then `witnesses` electors with no
@@ -219,7 +232,9 @@ impl Cluster {
         let mut tries = 0;
         loop {
             tries += 1;
-            match Cluster::try_start(backend, (data, witnesses), SHORT_TIMINGS, None, "") {
+            match Cluster::try_start(backend, (data, witnesses), SHORT_TIMINGS, None, "", &|_| {
+                String::new()
+            }) {
                 Ok(cluster) => return cluster,
                 Err(PortTaken(port)) if tries < 3 => {
                     eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
@@ -238,11 +253,19 @@ impl Cluster {
         timings: (&str, u64),
         nofile: Option<u32>,
         data_node_extra: &str,
+        node_extra: &dyn Fn(&str) -> String,
     ) -> Cluster {
         let mut tries = 0;
         loop {
             tries += 1;
-            match Cluster::try_start(backend, (n, 0), timings, nofile, data_node_extra) {
+            match Cluster::try_start(
+                backend,
+                (n, 0),
+                timings,
+                nofile,
+                data_node_extra,
+                node_extra,
+            ) {
                 Ok(cluster) => return cluster,
                 Err(PortTaken(port)) if tries < 3 => {
                     eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
@@ -258,6 +281,7 @@ impl Cluster {
         timings: (&str, u64),
         nofile: Option<u32>,
         data_node_extra: &str,
+        node_extra: &dyn Fn(&str) -> String,
     ) -> Result<Cluster, PortTaken> {
         let n = data + witnesses;
         require(match backend {
@@ -320,7 +344,8 @@ impl Cluster {
             };
             let yaml = format!(
                 "node_id: {id}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\", sentinel: \"127.0.0.1:{s}\" }}\n\
-                 data_dir: {dir}/elector\n{data_node}peers:\n{peers}timings: {t}\n",
+                 data_dir: {dir}/elector\n{data_node}peers:\n{peers}timings: {t}\n{extra}",
+                extra = node_extra(&node.id),
                 t = timings.0,
                 id = node.id,
                 e = node.election_port,

@@ -5,8 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::watch;
 
 use super::commands::{self, Session};
@@ -17,14 +16,14 @@ use crate::net::codec;
 /// A client that does not take its replies within this time is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Serves one client until it quits, closes, sends a frame the decoder
-/// refuses, or the listener stops.
-pub(super) async fn serve(
-    mut stream: TcpStream,
+/// Serves one client (a TCP stream, or a TLS session over one: `tls.sentinel`)
+/// until it quits, closes, sends a frame the decoder refuses, or the
+/// listener stops.
+pub(super) async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     shared: &Shared,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let _ = stream.set_nodelay(true);
     let mut session = Session::new(shared.next_client_id.fetch_add(1, Ordering::Relaxed));
     let limits = codec::Limits::default();
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
@@ -79,7 +78,7 @@ pub(super) async fn serve(
     }
 }
 
-async fn write(stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::Result<()> {
     match tokio::time::timeout(WRITE_TIMEOUT, stream.write_all(bytes)).await {
         Ok(r) => r,
         Err(_) => Err(std::io::Error::new(

@@ -62,6 +62,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::tls::server::ServerTls;
 use sha2::{Digest, Sha256};
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, watch, Semaphore};
@@ -145,6 +146,7 @@ impl Shared {
 /// is this elector's id (its `SENTINEL myid` is derived from it).
 pub(crate) async fn serve(
     listener: TcpListener,
+    tls: Option<Arc<ServerTls>>,
     node_id: String,
     view: watch::Receiver<ClusterView>,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -162,7 +164,7 @@ pub(crate) async fn serve(
         next_client_id: AtomicU64::new(1),
         connected: AtomicU64::new(0),
     });
-    tracing::info!(port, "Sentinel-compatible listener up");
+    tracing::info!(port, tls = tls.is_some(), "Sentinel-compatible listener up");
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(pubsub::publish_changes(
         Arc::clone(&shared),
@@ -184,11 +186,22 @@ pub(crate) async fn serve(
         };
         match accepted {
             Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
                 let shared = Arc::clone(&shared);
                 let stop = stop_rx.clone();
+                let acceptor = tls.as_ref().map(|t| t.acceptor());
                 tokio::spawn(async move {
                     shared.connected.fetch_add(1, Ordering::Relaxed);
-                    if let Err(e) = connection::serve(stream, &shared, stop).await {
+                    let served = match acceptor {
+                        None => connection::serve(stream, &shared, stop).await,
+                        Some(acceptor) => {
+                            match crate::api::https::handshake(&acceptor, stream).await {
+                                Ok(tls) => connection::serve(tls, &shared, stop).await,
+                                Err(e) => Err(e),
+                            }
+                        }
+                    };
+                    if let Err(e) = served {
                         tracing::debug!(%peer, error = %e, "sentinel client connection ended");
                     }
                     shared.connected.fetch_sub(1, Ordering::Relaxed);

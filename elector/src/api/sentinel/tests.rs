@@ -41,7 +41,7 @@ async fn start(initial: ClusterView) -> Running {
     let addr = listener.local_addr().expect("addr");
     let (tx, rx) = watch::channel(initial);
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(serve(listener, "n1".into(), rx, async {
+    tokio::spawn(serve(listener, None, "n1".into(), rx, async {
         let _ = stopped.await;
     }));
     Running {

@@ -11,9 +11,11 @@
 
 use super::{encode, Close, Outbox, Shared};
 use crate::protocol::Message;
+use crate::tls::peer::{identity_mismatch, presented_names, PeerTls};
+use rustls::pki_types::ServerName;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 
@@ -40,7 +42,13 @@ pub(super) async fn dial_loop(
                 let _ = stream.set_nodelay(true);
                 tracing::debug!(%peer, %addr, "connected");
                 let connected = Instant::now();
-                let why = serve(&shared, &peer, stream, &outbox).await;
+                let why = match &shared.tls {
+                    None => serve(&shared, &peer, stream, &outbox).await,
+                    Some(tls) => match secure(&shared, tls, &peer, stream).await {
+                        Ok(stream) => serve(&shared, &peer, stream, &outbox).await,
+                        Err(why) => why,
+                    },
+                };
                 shared.closed(&peer, "outbound", &why);
                 match why {
                     Close::Shutdown => return,
@@ -62,9 +70,38 @@ pub(super) async fn dial_loop(
     }
 }
 
+/// The TLS handshake with `peer` (`tls.election`), within the handshake
+/// deadline, and the identity rule: its certificate must carry its id.
+async fn secure(
+    shared: &Shared,
+    tls: &PeerTls,
+    peer: &str,
+    tcp: TcpStream,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>, Close> {
+    // Checked by `Config::check`: every member id is a DNS name.
+    let name = ServerName::try_from(peer.to_string()).map_err(|_| Close::Rejected {
+        label: "tls_identity",
+        detail: format!("member id {peer:?} is not a DNS name"),
+    })?;
+    let stream = match timeout(shared.timings.handshake, tls.connector().connect(name, tcp)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(e)) => return Err(super::tls_refused(shared, peer, &e)),
+        Err(_) => return Err(Close::HandshakeTimeout),
+    };
+    let presented = presented_names(stream.get_ref().1);
+    if let Some(why) = identity_mismatch(peer, &presented) {
+        shared.metrics.message_rejected("tls_identity");
+        return Err(Close::Rejected {
+            label: "tls_identity",
+            detail: format!("dialled {peer}: {why}"),
+        });
+    }
+    Ok(stream)
+}
+
 /// Writes one frame within the write deadline.
-pub(super) async fn write_frame(
-    stream: &mut TcpStream,
+pub(super) async fn write_frame<S: AsyncWrite + Unpin>(
+    stream: &mut S,
     bytes: &[u8],
     deadline: Duration,
 ) -> Result<(), Close> {
@@ -82,7 +119,12 @@ pub(super) async fn write_frame(
 /// a frame is never sent twice (a frame lost with a dead connection is lost,
 /// as the protocol tolerates), and the receiver's replay window accepts the
 /// new connection's higher sequence numbers.
-async fn serve(shared: &Shared, peer: &str, mut stream: TcpStream, outbox: &Outbox) -> Close {
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
+    shared: &Shared,
+    peer: &str,
+    mut stream: S,
+    outbox: &Outbox,
+) -> Close {
     let t = shared.timings;
     let hello = Message::Hello {
         node_id: shared.me.clone(),

@@ -13,14 +13,15 @@ use crate::net::auth::unix_ms_now;
 use crate::net::codec::{self, Limits};
 use crate::net::fingerprint::Fingerprint;
 use crate::protocol::{heartbeat_reads_floors, Message, NodeId};
+use crate::tls::peer::{identity_mismatch, presented_names};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{timeout_at, Instant};
+use tokio::time::{timeout, timeout_at, Instant};
 
 /// Largest read buffer for one inbound connection. The codec refuses any
 /// length prefix above its limits before allocating, so this is also the
@@ -113,7 +114,22 @@ pub(super) async fn accept_loop(
                 let _ = stream.set_nodelay(true);
                 let (shared, inbound) = (Arc::clone(&shared), inbound.clone());
                 tokio::spawn(async move {
-                    let why = read_connection(stream, ticket, &shared, &inbound).await;
+                    let why = match shared.tls.clone() {
+                        None => read_connection(stream, None, ticket, &shared, &inbound).await,
+                        Some(tls) => {
+                            let source = remote.to_string();
+                            let accept = tls.acceptor().accept(stream);
+                            match timeout(t.handshake, accept).await {
+                                Ok(Ok(stream)) => {
+                                    let names = presented_names(stream.get_ref().1);
+                                    read_connection(stream, Some(names), ticket, &shared, &inbound)
+                                        .await
+                                }
+                                Ok(Err(e)) => super::tls_refused(&shared, &source, &e),
+                                Err(_) => Close::HandshakeTimeout,
+                            }
+                        }
+                    };
                     shared.closed(&remote.to_string(), "inbound", &why);
                 });
             }
@@ -159,8 +175,11 @@ fn reject(shared: &Shared, label: &'static str, detail: impl ToString) -> Close 
 }
 
 /// Reads one inbound connection until it is closed, and says why.
-pub(super) async fn read_connection(
-    mut stream: TcpStream,
+/// `presented`: with `tls.election`, the DNS names of the peer's
+/// certificate, which must include the id its `HELLO` claims.
+pub(super) async fn read_connection<S: AsyncRead + Unpin>(
+    mut stream: S,
+    presented: Option<Vec<String>>,
     ticket: Ticket,
     shared: &Shared,
     inbound: &mpsc::Sender<Inbound>,
@@ -217,6 +236,16 @@ pub(super) async fn read_connection(
                 ) => {
                     if !shared.known.contains(node_id) {
                         return reject(shared, "unknown_peer", format!("HELLO from {node_id}"));
+                    }
+                    if let Some(why) = presented
+                        .as_deref()
+                        .and_then(|names| identity_mismatch(node_id, names))
+                    {
+                        return reject(
+                            shared,
+                            "tls_identity",
+                            format!("HELLO claims {node_id}: {why}"),
+                        );
                     }
                     if let Err(detail) =
                         fingerprint_mismatch(shared, node_id, fingerprint.as_deref())

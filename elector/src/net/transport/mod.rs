@@ -24,6 +24,7 @@ use crate::net::auth::Authenticator;
 use crate::net::codec;
 use crate::net::fingerprint::Fingerprint;
 use crate::protocol::{Message, NodeId};
+use crate::tls::peer::PeerTls;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -167,6 +168,8 @@ pub(crate) struct Shared {
     /// (an elector from before them, during a binary upgrade): they get
     /// the short form (protocol §3.8).
     pub(crate) short_form: Mutex<HashSet<NodeId>>,
+    /// Mutual TLS on every connection (`tls.election`), or plain TCP.
+    pub(crate) tls: Option<Arc<PeerTls>>,
 }
 
 impl Shared {
@@ -192,6 +195,7 @@ impl Shared {
             newest,
             timings,
             short_form: Mutex::default(),
+            tls: None,
         }
     }
 
@@ -238,6 +242,17 @@ impl Shared {
             }
             _ => tracing::info!(%peer, direction, reason, "connection closed"),
         }
+    }
+}
+
+/// A failed TLS handshake on the election port (a plain-text peer, a
+/// certificate from another CA, none at all), counted as
+/// `elector_messages_rejected_total{reason="tls_handshake"}`.
+pub(crate) fn tls_refused(shared: &Shared, peer: &str, e: &std::io::Error) -> Close {
+    shared.metrics.message_rejected("tls_handshake");
+    Close::Rejected {
+        label: "tls_handshake",
+        detail: format!("TLS with {peer} failed (tls.election): {e}"),
     }
 }
 
@@ -296,7 +311,7 @@ pub struct LocalIdentity {
     pub fingerprint: Fingerprint,
 }
 
-/// Starts the dialers (one per peer) and the acceptor.
+/// Starts the dialers (one per peer) and the acceptor, in plain TCP.
 pub fn start(
     local: LocalIdentity,
     listener: TcpListener,
@@ -306,15 +321,34 @@ pub fn start(
     timings: LinkTimings,
     inbound: mpsc::Sender<Inbound>,
 ) -> Transport {
+    start_with_tls(
+        local, listener, None, peers, auth, metrics, timings, inbound,
+    )
+}
+
+/// [`start`], with mutual TLS on every connection when `tls` is set.
+#[allow(clippy::too_many_arguments)] // each is a separate part of the runtime
+pub(crate) fn start_with_tls(
+    local: LocalIdentity,
+    listener: TcpListener,
+    tls: Option<Arc<PeerTls>>,
+    peers: Vec<(NodeId, String)>,
+    auth: Arc<Mutex<Authenticator>>,
+    metrics: Arc<Metrics>,
+    timings: LinkTimings,
+    inbound: mpsc::Sender<Inbound>,
+) -> Transport {
     let known = peers.iter().map(|(id, _)| id.clone()).collect();
-    let shared = Arc::new(Shared::new(
+    let mut shared = Shared::new(
         local.node_id,
         local.fingerprint,
         known,
         auth,
         Arc::clone(&metrics),
         timings,
-    ));
+    );
+    shared.tls = tls;
+    let shared = Arc::new(shared);
     let mut outboxes = Vec::new();
     for (id, addr) in peers {
         let outbox = Arc::new(Outbox::default());
