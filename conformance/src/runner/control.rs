@@ -194,6 +194,16 @@ impl<'a> Run<'a> {
         } else {
             None
         };
+        // Replicas are named relative to the primary; with none visible (it
+        // was just killed), relative to the one the last fault took away, so
+        // `replica1` stays the node it was (a `copy_data: replica1` before a
+        // kill and a `restart_data: replica1` after it hit one node).
+        let reference = primary.clone().or_else(|| {
+            self.faults
+                .iter()
+                .rev()
+                .find_map(|f| f.primary_before.clone())
+        });
         let mut out: Vec<String> = vec![];
         for t in tokens {
             let add: Vec<String> = match t.as_str() {
@@ -206,7 +216,7 @@ impl<'a> Run<'a> {
                     .find_map(|f| f.primary_before.clone())
                     .or_else(|| self.initial_primary.clone())
                     .ok_or_else(|| Error::Target("old_primary (unknown)".into()))?],
-                "replicas" => self.replicas_of(primary.as_deref()),
+                "replicas" => self.replicas_of(reference.as_deref()),
                 "all" => self.cluster.ids(),
                 "witness" => self.scn.witness_ids(),
                 "down" => self.down.iter().cloned().collect(),
@@ -218,7 +228,7 @@ impl<'a> Run<'a> {
                     .collect(),
                 r if r.starts_with("replica") => {
                     let k: usize = r["replica".len()..].parse().unwrap_or(1);
-                    let reps = self.replicas_of(primary.as_deref());
+                    let reps = self.replicas_of(reference.as_deref());
                     vec![reps
                         .get(k.saturating_sub(1))
                         .cloned()
