@@ -200,7 +200,7 @@ impl StatusBook {
                 for_node: f.clone(),
             }),
             vip: None,
-            // Filled when `/status` is read (`api::http::current`): the
+            // Filled when `/status` is read (`api::http::status`): the
             // watchdog's stamp moves between snapshots.
             watchdog: None,
         }

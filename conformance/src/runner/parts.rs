@@ -60,7 +60,7 @@ const GAP_FILE: &str = "/tmp/data-restart-gap-ms";
 const OLDER_DATA: &str = "/var/tmp/older-data";
 
 /// `copy_data`: each backend's data directory copied aside as it is now.
-pub(super) fn copy_data_script() -> String {
+fn copy_data_script() -> String {
     format!(
         "for b in kevy redis; do if [ -d /data/$b ]; then \
          rm -rf {OLDER_DATA}-$b && cp -a /data/$b {OLDER_DATA}-$b; fi; done; true"
@@ -254,6 +254,16 @@ impl Run<'_> {
             .await?;
         self.close_now(idx);
         Ok(out)
+    }
+
+    /// `copy_data`: the targets' data directories copied aside (not a fault).
+    pub(super) async fn copy_data(&mut self, t: &Targets) -> Result<String> {
+        let targets = self.live_targets(t).await?;
+        let script = copy_data_script();
+        for n in &targets {
+            self.cluster.exec(n, &["sh", "-c", &script]).await?;
+        }
+        Ok(targets.join(","))
     }
 
     pub(super) async fn lift_fence(&mut self, t: &Targets, label: String) -> Result<String> {

@@ -452,14 +452,7 @@ impl Run<'_> {
                     .await
             }
             Step::StallData(p) => self.timed_part_fault(FaultKind::StallData, label, p).await,
-            Step::CopyData(t) => {
-                let targets = self.live_targets(t).await?;
-                let script = super::parts::copy_data_script();
-                for n in &targets {
-                    self.cluster.exec(n, &["sh", "-c", &script]).await?;
-                }
-                Ok(targets.join(","))
-            }
+            Step::CopyData(t) => self.copy_data(t).await,
             Step::StopElector(t) => self.stop_elector(t).await,
             Step::Readdress(p) => self.readdress(p).await,
             Step::RestartData(r) => self.restart_data(r, label).await,

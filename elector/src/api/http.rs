@@ -207,7 +207,6 @@ fn current(state: &ApiState) -> StatusSnapshot {
         let entry = snap.rejected.entry(reason).or_insert(0);
         *entry = (*entry).max(count);
     }
-    snap.watchdog = state.metrics.watchdog_status(unix_ms_now());
     snap
 }
 
@@ -237,7 +236,11 @@ async fn healthz(State(state): State<ApiState>, headers: axum::http::HeaderMap) 
 }
 
 async fn status(State(state): State<ApiState>) -> Response {
-    json_response(StatusCode::OK, &current(&state))
+    let mut snap = current(&state);
+    // Only `/status` shows it: the clamp count is a file read, which
+    // `/metrics` does once on its own and a switchover does not need.
+    snap.watchdog = state.metrics.watchdog_status(unix_ms_now());
+    json_response(StatusCode::OK, &snap)
 }
 
 async fn metrics(State(state): State<ApiState>) -> Response {
