@@ -213,6 +213,11 @@ pub struct History {
     /// liveness checker's starting points.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub quiet_ms: Vec<Ms>,
+    /// What the runner did as the operator of §6.10 (chaos runs): the
+    /// liveness checker measures a quiet phase's recovery from the last act
+    /// in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operator: Vec<OperatorAct>,
     pub end_ms: Ms,
     /// Wall clock at the history's 0 ms, in ms since the Unix epoch (0 in
     /// histories recorded before it was kept).
@@ -222,6 +227,17 @@ pub struct History {
     /// histories recorded before targets existed (= our elector).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub target: String,
+}
+
+/// The operator accepted the loss of whatever node `node` lacks
+/// (`elector accept-data-loss`, §6.10) at `at_ms`: chosen because it held
+/// every write acknowledged until then.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperatorAct {
+    pub at_ms: Ms,
+    pub node: String,
+    /// Acknowledged writes it was checked to hold.
+    pub acknowledged: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

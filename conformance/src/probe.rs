@@ -27,6 +27,18 @@ pub struct StatusJson {
     pub fenced: bool,
     #[serde(default)]
     pub peers: Vec<PeerJson>,
+    /// Absent on a witness and from electors that predate it.
+    #[serde(default)]
+    pub data_node: Option<DataNodeJson>,
+}
+
+/// The part of `/status` `data_node` the suite reads.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct DataNodeJson {
+    /// The node may lack what it acknowledged and does not stand until it
+    /// holds its floor again or an operator accepts the loss (§6.10).
+    #[serde(default)]
+    pub below_floor: bool,
 }
 
 /// One entry of `/status` `peers`.
@@ -49,6 +61,12 @@ impl StatusJson {
             fenced: self.fenced,
         }
     }
+}
+
+/// The number of keys a data node holds (`DBSIZE`), if it answers.
+pub async fn dbsize(data_addr: &str) -> Option<u64> {
+    let mut c = DataConn::new(data_addr, Duration::from_secs(2));
+    c.query::<u64>(&redis::cmd("DBSIZE")).await.ok()
 }
 
 /// Parses an HTTP/1.x response; returns (status code, body), de-chunking if needed.

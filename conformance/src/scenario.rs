@@ -132,6 +132,12 @@ pub struct Scenario {
     /// Extra entrypoint environment for every node (`DATA_NODE_RESTART: "1"`).
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// The runner plays the operator of protocol §6.10 (chaos runs): when a
+    /// quiet phase or the end finds no primary and nodes below their floors,
+    /// it runs `elector accept-data-loss` on the data member that holds every
+    /// acknowledged write, if one does, and records it (`runner/operator.rs`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub operator: bool,
     /// Steps are written `- kill: primary` (one-key maps) or `- heal`.
     #[serde(with = "serde_yaml::with::singleton_map_recursive")]
     pub steps: Vec<Step>,

@@ -46,6 +46,8 @@ pub struct Figures {
     /// Recovery after each quiet phase, ms (None: none within the phase).
     pub recoveries: Vec<Option<u64>>,
     pub lost: usize,
+    /// Times the runner played the operator (accept-data-loss, §6.10).
+    pub operator_acts: usize,
     pub failed_checks: Vec<String>,
     pub error: Option<String>,
 }
@@ -67,7 +69,7 @@ impl Figures {
         let mut out = format!(
             "{} {} n={} seed={}: {} faults of {} kinds ({} overlapping): {}\n  \
              availability {} ; recovery after {} quiet phases: median {} ms, worst {} ms{}\n  \
-             lost acknowledged writes {}; checks {}\n  schedule {}\n",
+             lost acknowledged writes {}; operator accepted data loss {} times; checks {}\n  schedule {}\n",
             if self.passed { "PASS" } else { "FAIL" },
             self.target,
             self.nodes,
@@ -86,6 +88,7 @@ impl Figures {
                 k => format!(" ({k} without any acknowledged write)"),
             },
             self.lost,
+            self.operator_acts,
             if self.failed_checks.is_empty() {
                 "all passed".into()
             } else {
@@ -145,6 +148,7 @@ pub fn figures(
             .map(|(_, x)| x)
             .collect(),
         lost: checkers::lost_count(h),
+        operator_acts: h.operator.len(),
         failed_checks: r
             .checks
             .iter()

@@ -313,6 +313,7 @@ pub fn generate(plan: &Plan) -> Generated {
         env: [("DATA_NODE_RESTART".to_string(), "1".to_string())]
             .into_iter()
             .collect(),
+        operator: true,
         steps,
         expect: Expect::default(),
     };

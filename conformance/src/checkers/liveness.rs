@@ -23,8 +23,10 @@ pub fn liveness_bound_ms(h: &History) -> Ms {
     h.lease_ms + h.election_bound_ms + RESTART_ALLOWANCE_MS
 }
 
-/// For each quiet phase start: how long until the first acknowledged write
-/// completed (None: none before the next quiet phase or the writers' stop).
+/// For each quiet phase: when its recovery is measured from (its start, or
+/// the last act of the operator in it: the protocol left that phase to a
+/// human, §6.10) and how long until the first acknowledged write completed
+/// (None: none before the next quiet phase or the writers' stop).
 pub fn recoveries(h: &History) -> Vec<(Ms, Option<Ms>)> {
     let acks = h.ack_times();
     let stop = h.writers_stopped_ms.unwrap_or(h.end_ms);
@@ -34,8 +36,15 @@ pub fn recoveries(h: &History) -> Vec<(Ms, Option<Ms>)> {
         .filter(|(_, &q)| q < stop)
         .map(|(i, &q)| {
             let until = h.quiet_ms.get(i + 1).copied().unwrap_or(stop).min(stop);
-            let first = acks.iter().find(|&&a| a >= q && a <= until);
-            (q, first.map(|a| a - q))
+            let from = h
+                .operator
+                .iter()
+                .map(|a| a.at_ms)
+                .filter(|&at| at >= q && at < until)
+                .max()
+                .unwrap_or(q);
+            let first = acks.iter().find(|&&a| a >= from && a <= until);
+            (from, first.map(|a| a - from))
         })
         .collect()
 }
@@ -70,13 +79,25 @@ pub fn liveness_after_quiet(h: &History) -> CheckResult {
         }
     }
     times.sort_unstable();
-    let notes = vec![format!(
+    let mut notes = vec![format!(
         "recovery after {} quiet phases: median {} ms, worst {} ms, all {:?} (bound {bound} ms)",
         rec.len(),
         median(&times).map_or("-".into(), |m| m.to_string()),
         times.last().map_or("-".into(), |m| m.to_string()),
         times
     )];
+    if !h.operator.is_empty() {
+        let acts: Vec<String> = h
+            .operator
+            .iter()
+            .map(|a| format!("{} at {} ms", a.node, a.at_ms))
+            .collect();
+        notes.push(format!(
+            "the operator accepted data loss {} times (§6.10), each on a node holding every acknowledged write: {}; those phases' recovery counts from the act",
+            acts.len(),
+            acts.join(", ")
+        ));
+    }
     CheckResult::new(NAME, violations, notes)
 }
 
@@ -164,6 +185,37 @@ mod tests {
         let c = liveness_after_quiet(&h);
         assert!(!c.passed);
         assert_eq!(c.violations.len(), 2, "{c:?}");
+    }
+
+    #[test]
+    fn a_phase_left_to_the_operator_recovers_from_the_operators_act_and_says_so() {
+        let mut h = history(3);
+        let bound = liveness_bound_ms(&h);
+        // Stuck below the floors for longer than the bound, then the
+        // operator accepts the loss on a holder and a write follows 900 ms
+        // later; the other phase has no act and counts from its start.
+        let act = 10_000 + bound + 5_000;
+        h.writes = vec![ack(act + 900), ack(70_300)];
+        h.quiet_ms = vec![10_000, 70_000];
+        h.operator = vec![crate::history::OperatorAct {
+            at_ms: act,
+            node: "n2".into(),
+            acknowledged: 40,
+        }];
+        h.writers_stopped_ms = Some(90_000);
+        assert_eq!(recoveries(&h), vec![(act, Some(900)), (70_000, Some(300))]);
+        let c = liveness_after_quiet(&h);
+        assert!(c.passed, "{c:?}");
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.contains("operator accepted data loss 1 times")
+                    && n.contains(&format!("n2 at {act} ms"))),
+            "{c:?}"
+        );
+        // Without the act the same history fails: the act is what moved it.
+        h.operator.clear();
+        assert!(!liveness_after_quiet(&h).passed);
     }
 
     #[test]

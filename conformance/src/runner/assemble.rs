@@ -24,6 +24,7 @@ pub struct Recorded {
     pub final_read_errors: BTreeMap<String, String>,
     pub writers_stopped_ms: Option<Ms>,
     pub quiet_ms: Vec<Ms>,
+    pub operator: Vec<crate::history::OperatorAct>,
     pub steps: Vec<StepLog>,
 }
 
@@ -93,6 +94,7 @@ pub fn history(scn: &Scenario, target: &dyn Target, rec: &Recorder, r: Recorded)
         final_read_errors: r.final_read_errors,
         writers_stopped_ms: r.writers_stopped_ms,
         quiet_ms: r.quiet_ms,
+        operator: r.operator,
         end_ms: rec.now_ms(),
         start_unix_ms: rec.start_unix_ms,
         ..empty_history(scn, target)

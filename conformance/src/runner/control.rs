@@ -49,6 +49,8 @@ pub(super) struct Run<'a> {
     pub(super) writers_stopped_ms: Option<Ms>,
     /// When each `quiet` step began.
     pub(super) quiet_ms: Vec<Ms>,
+    /// What the runner did as the operator (`operator.rs`).
+    pub(super) operator: Vec<crate::history::OperatorAct>,
     /// The VIP recorder of a `vip` scenario (docs/vip.md).
     pub(super) vip: Option<Arc<crate::vip::VipObs>>,
 }

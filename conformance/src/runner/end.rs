@@ -110,10 +110,20 @@ impl Run<'_> {
     pub(super) async fn restore(&mut self) -> Result<String> {
         self.stop_workers().await;
         self.heal_everything().await?;
-        let primary = self
-            .wait_primary(Duration::from_secs(60), None)
-            .await
-            .map_err(|e| step_err("final wait_primary", e))?;
+        let primary = match self.wait_primary(Duration::from_secs(60), None).await {
+            Ok(p) => p,
+            // The state the protocol leaves to an operator (§6.10), if it
+            // is that: one act, then the same wait again.
+            Err(e) => match self.operator_at_the_end().await {
+                Some(what) => {
+                    tracing::info!(%what, "operator at the end");
+                    self.wait_primary(Duration::from_secs(60), None)
+                        .await
+                        .map_err(|e| step_err("final wait_primary (after the operator)", e))?
+                }
+                None => return Err(step_err("final wait_primary", e)),
+            },
+        };
         // Let replicas catch up: every other data node a linked slave at the primary's offset.
         let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
         let mut settled = false;
@@ -147,21 +157,25 @@ impl Run<'_> {
         ))
     }
 
-    pub(super) async fn final_reads(
-        &self,
-    ) -> (
-        BTreeMap<String, BTreeMap<String, Option<String>>>,
-        BTreeMap<String, String>,
-    ) {
-        let acked: Vec<(String, String)> = self
-            .rec
+    /// Every acknowledged write so far, `(key, value)`.
+    pub(super) fn acknowledged(&self) -> Vec<(String, String)> {
+        self.rec
             .writes
             .lock()
             .expect("lock")
             .iter()
             .filter(|w| w.outcome == Outcome::Ok)
             .map(|w| (w.key.clone(), w.value.clone()))
-            .collect();
+            .collect()
+    }
+
+    pub(super) async fn final_reads(
+        &self,
+    ) -> (
+        BTreeMap<String, BTreeMap<String, Option<String>>>,
+        BTreeMap<String, String>,
+    ) {
+        let acked = self.acknowledged();
         let mut reads = BTreeMap::new();
         let mut errors = BTreeMap::new();
         for n in self.cluster.data_nodes() {
@@ -186,7 +200,7 @@ impl Run<'_> {
 }
 
 /// Reads every acknowledged key from one data node (MGET in chunks, GET if no MGET).
-async fn read_back(
+pub(super) async fn read_back(
     addr: &str,
     acked: &[(String, String)],
 ) -> std::result::Result<BTreeMap<String, Option<String>>, String> {

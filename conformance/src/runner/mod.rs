@@ -12,6 +12,7 @@ pub mod assemble;
 mod comeback;
 mod control;
 mod end;
+mod operator;
 mod parts;
 mod readdress;
 mod steps;
@@ -145,6 +146,7 @@ pub async fn run_scenario(
         steps: vec![],
         writers_stopped_ms: None,
         quiet_ms: vec![],
+        operator: vec![],
         vip: vip.as_ref().map(|(obs, _)| obs.clone()),
     };
     let mut error: Option<String> = None;
@@ -218,6 +220,7 @@ pub async fn run_scenario(
         final_read_errors,
         writers_stopped_ms: run.writers_stopped_ms,
         quiet_ms: run.quiet_ms.clone(),
+        operator: run.operator.clone(),
         steps: std::mem::take(&mut run.steps),
     };
     let history = assemble::history(scn, target.as_ref(), &rec, recorded.clone());

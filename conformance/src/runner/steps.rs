@@ -459,12 +459,7 @@ impl Run<'_> {
             Step::LiftFence(t) => self.lift_fence(t, label).await,
             Step::Switchover(s) => self.switchover(s, label).await,
             Step::Thaw(t) => self.thaw(t).await,
-            Step::Quiet(d) => {
-                self.quiet_ms.push(self.now());
-                let note = self.heal_everything().await?;
-                tokio::time::sleep(d.as_duration()).await;
-                Ok(note)
-            }
+            Step::Quiet(d) => self.quiet(d.as_duration()).await,
             Step::LoadData(spec) => {
                 let p = self
                     .primary_now()

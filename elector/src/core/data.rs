@@ -367,6 +367,19 @@ impl Core {
             DataNodeTarget::Primary | DataNodeTarget::Follow { .. } => {
                 Some((seq, self.state.epoch))
             }
+            // A primary fenced in its epoch (lease lost, draining for a
+            // handover) still serves the stream its promotion started: a
+            // claim not yet made stays open. Dropping it left a primary whose
+            // switchover began before its promotion was applied at the last
+            // epoch's position, so a target that had not joined its stream
+            // counted as caught up, was handed the cluster while its kevy
+            // still loaded that stream's snapshot, and could not stand
+            // (kevy_repromotion, CI 2026-11-29); and any write of the
+            // promotion's moment would have been compared across streams.
+            DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver => self
+                .target
+                .stream_claim
+                .filter(|(_, epoch)| *epoch == self.state.epoch),
             _ => None,
         };
         match target.split() {

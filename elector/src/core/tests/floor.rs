@@ -282,18 +282,7 @@ fn kevy_primary_of(mut cfg: CoreConfig) -> Node {
     assert!(!n.core.fenced());
     n.settle_writes(411);
     let seq = n.core.target.seq;
-    n.handle(
-        420,
-        Event::DataNode(Observation {
-            reachable: true,
-            offset: Some(0),
-            link_up: true,
-            master: true,
-            applied_seq: seq,
-            stream: stream("g1"),
-            ..Observation::default()
-        }),
-    );
+    n.handle(420, primary_reading(0, seq, "g1"));
     n
 }
 
@@ -350,18 +339,7 @@ fn a_kevy_primary_demoted_in_its_epoch_resigns_instead_of_starting_a_second_stre
 fn a_kevy_primary_whose_stream_changed_under_it_resigns() {
     let mut n = kevy_primary();
     let seq = n.core.target.seq;
-    let step = n.handle(
-        500,
-        Event::DataNode(Observation {
-            reachable: true,
-            offset: Some(0),
-            link_up: true,
-            master: true,
-            applied_seq: seq,
-            stream: stream("g2"),
-            ..Observation::default()
-        }),
-    );
+    let step = n.handle(500, primary_reading(0, seq, "g2"));
     let released = n.release_writes(501);
     assert!(
         step.role_change(Reason::StreamEnded)
@@ -772,18 +750,7 @@ fn config_of(me: &str, members: usize) -> CoreConfig {
 fn old_primary_back_unproven_judging_the_survivor(members: usize) -> Step {
     let mut n = kevy_primary_of(config_of("n1", members));
     let seq = n.core.target.seq;
-    n.handle(
-        450,
-        Event::DataNode(Observation {
-            reachable: true,
-            offset: Some(900),
-            link_up: true,
-            master: true,
-            applied_seq: seq,
-            stream: stream("g1"),
-            ..Observation::default()
-        }),
-    );
+    n.handle(450, primary_reading(900, seq, "g1"));
     n.release_writes(451);
     assert_eq!(
         n.core.state.held,

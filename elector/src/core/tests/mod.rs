@@ -189,6 +189,20 @@ pub(super) fn observation(offset: u64, applied_seq: u64) -> Event {
     })
 }
 
+/// A reading of a primary's data node (a primary's link is always up) at
+/// `offset` in stream `stream`, settled in target `applied_seq`.
+pub(super) fn primary_reading(offset: u64, applied_seq: u64, stream: &str) -> Event {
+    Event::DataNode(Observation {
+        reachable: true,
+        offset: Some(offset),
+        link_up: true,
+        master: true,
+        applied_seq,
+        stream: Some(StreamId(stream.into())),
+        ..Observation::default()
+    })
+}
+
 /// A started node that has observed its data node (offset 10).
 pub(super) fn node(me: &str) -> Node {
     let mut n = Node::new(me);

@@ -191,3 +191,58 @@ fn a_resigned_primary_repeats_the_handover_with_every_heartbeat_of_its_switchove
         .iter()
         .any(|(_, m)| matches!(m, Message::Handover { epoch: 1, to, .. } if to == "n2")));
 }
+
+/// A heartbeat of replica `from` following n1 in `epoch`, echoing `echo`,
+/// reporting `(data_epoch, offset)`.
+fn follower_at(from: &str, epoch: u64, echo: u64, data_epoch: u64, offset: u64) -> Event {
+    let mut hb = heartbeat(from, epoch, Some("n1"), echo);
+    if let Event::Message {
+        msg: Message::Hb(h),
+        ..
+    } = &mut hb
+    {
+        h.data_epoch = data_epoch;
+        h.offset = offset;
+    }
+    hb
+}
+
+#[test]
+fn a_switchover_asked_before_the_promotion_applied_waits_for_the_target_to_join_the_new_stream() {
+    // CI 2026-11-29 (kevy_repromotion): a switchover reached the new
+    // primary 3 ms after it won, before its data node was promoted. The
+    // drain's target replaced the promotion's stream claim, so the primary
+    // kept the last epoch's position; the target, not yet following it,
+    // reported that same position, counted as caught up and was handed the
+    // cluster while its kevy was still loading the new stream's snapshot:
+    // it could not prove its data and another node was elected instead.
+    let mut n = writable_primary();
+    n.handle(420, request("n2"));
+    let seq = n.core.target.seq;
+    // The data node applied the promotion and then the drain: a primary
+    // in the new stream, with its link (a primary's is always up).
+    let claimed = n.handle(425, primary_reading(0, seq, "generation-2"));
+    n.persist_done(426, &claimed);
+    assert_eq!(
+        n.core.position(),
+        (1, 0),
+        "the primary claims its epoch's stream"
+    );
+    let handed_over = |s: &Step| {
+        s.sends()
+            .iter()
+            .any(|(_, m)| matches!(m, Message::Handover { to, .. } if to == "n2"))
+    };
+    // n2 still reports the position it held before this epoch.
+    let step = n.handle(430, follower_at("n2", 1, 425, 0, 10));
+    assert!(
+        !handed_over(&step),
+        "handed over to a target outside the new stream"
+    );
+    // n2 joined the stream of epoch 1 and holds all of it.
+    let step = n.handle(440, follower_at("n2", 1, 435, 1, 0));
+    assert!(
+        handed_over(&step),
+        "the target caught up and was not handed over to"
+    );
+}
