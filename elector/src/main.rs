@@ -71,12 +71,15 @@ enum Command {
     /// Show the cluster as the elector at NODE (HOST:PORT of its API) sees it,
     /// with each reachable peer's own view beside it.
     Status {
-        /// HOST:PORT (or http://HOST:PORT) of an elector's API; default: the
-        /// `listen.api` of this host's config (--config, $ELECTOR_CONFIG, or
-        /// /etc/elector/elector.yaml), over loopback if it listens everywhere.
+        /// HOST:PORT (plain HTTP), http://HOST:PORT or https://HOST:PORT (TLS,
+        /// see --ca-file) of an elector's API; default: the `listen.api` of
+        /// this host's config (--config, $ELECTOR_CONFIG, or
+        /// /etc/elector/elector.yaml), over loopback if it listens everywhere,
+        /// and over https when that config sets `tls.api`.
         #[arg(long)]
         node: Option<String>,
-        /// The config whose `listen.api` to ask when --node is not given.
+        /// The config whose `listen.api` to ask when --node is not given; with
+        /// `tls.api` set there, its CA stands in for a missing --ca-file.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Print the asked node's /status document as JSON (one line per
@@ -90,10 +93,13 @@ enum Command {
         /// Milliseconds between rounds of --watch (at least 100).
         #[arg(long, default_value_t = 1000)]
         interval_ms: u64,
+        #[command(flatten)]
+        tls: cli::ApiTlsArgs,
     },
     /// Planned, zero-loss handover of the primary role to node TO.
     Switchover {
-        /// HOST:PORT of any elector's API; a replica forwards to the primary.
+        /// HOST:PORT (plain HTTP) or https://HOST:PORT (TLS, see --ca-file) of
+        /// any elector's API; a replica names the primary, asked next.
         #[arg(long)]
         node: String,
         /// The node id that is to become the primary.
@@ -113,9 +119,12 @@ enum Command {
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
         /// The node's config file: with `auth.mode: shared_key` its key signs
-        /// the request (the API refuses unsigned switchovers then).
+        /// the request (the API refuses unsigned switchovers then); with
+        /// `tls.api` set, its CA stands in for a missing --ca-file.
         #[arg(long)]
         config: Option<PathBuf>,
+        #[command(flatten)]
+        tls: cli::ApiTlsArgs,
     },
     /// Make the node at NODE stand for election although its data node may lack
     /// writes it acknowledged (protocol §6.10). Use it only when no primary can
@@ -123,16 +132,20 @@ enum Command {
     /// shows `below_floor`), and only on the node whose data you trust most:
     /// whatever it lacks is lost. Logged and counted on every node that votes.
     AcceptDataLoss {
-        /// HOST:PORT of the API of the node that is to stand.
+        /// HOST:PORT (plain HTTP) or https://HOST:PORT (TLS, see --ca-file) of
+        /// the API of the node that is to stand.
         #[arg(long)]
         node: String,
         /// That node's id, typed out as the confirmation.
         #[arg(long = "node-id")]
         node_id: String,
         /// The node's config file: with `auth.mode: shared_key` its key signs
-        /// the request.
+        /// the request; with `tls.api` set, its CA stands in for a missing
+        /// --ca-file.
         #[arg(long)]
         config: Option<PathBuf>,
+        #[command(flatten)]
+        tls: cli::ApiTlsArgs,
     },
     /// Write the man pages (elector.1, elector-run.1, ...) into DIR. Generated
     /// from this very parser (clap_mangen), so they cannot drift from `--help`;
@@ -210,19 +223,38 @@ fn main() -> ExitCode {
             json,
             watch,
             interval_ms,
+            tls,
         } => {
-            let node = match node {
-                Some(node) => node,
-                None => match local_api(config.as_deref()) {
-                    Ok(node) => node,
-                    Err(e) => {
+            // The config is read when it names the node or was given: a
+            // bare --node on an operator's machine needs none.
+            let loaded = match (&node, &config) {
+                (Some(_), None) => None,
+                _ => match local_config(config.as_deref()) {
+                    Ok(c) => Some(c),
+                    Err(e) if node.is_none() => {
                         eprintln!("elector status: no --node, and {e:#}");
+                        return ExitCode::from(2);
+                    }
+                    Err(e) => {
+                        eprintln!("elector status: {e:#}");
                         return ExitCode::from(2);
                     }
                 },
             };
+            let node = match (node, &loaded) {
+                (Some(node), _) => node,
+                (None, Some(c)) => cli::local_api(&c.listen.api, c.tls.api.is_some()),
+                (None, None) => unreachable!("the config is read when --node is missing"),
+            };
+            let client = match cli::ApiClient::for_config(&tls, loaded.as_ref()) {
+                Ok(client) => client,
+                Err(e) => {
+                    eprintln!("elector status: {e}");
+                    return ExitCode::from(2);
+                }
+            };
             let every = watch.then(|| Duration::from_millis(interval_ms.max(100)));
-            report(cli::status_command(&node, json, every))
+            report(cli::status_command(&client, &node, json, every))
         }
         Command::Switchover {
             node,
@@ -230,29 +262,33 @@ fn main() -> ExitCode {
             to_eligible,
             timeout_ms,
             config,
+            tls,
         } => {
-            let to = match (to, to_eligible) {
-                (Some(to), _) => to,
-                (None, _) => match cli::fetch_status(&node).map(|(s, _)| cli::pick_eligible(&s)) {
-                    Ok(Some(to)) => to,
-                    Ok(None) => {
-                        println!("no eligible peer is alive: no switchover");
-                        return ExitCode::SUCCESS;
-                    }
-                    Err(e) => {
-                        eprintln!("elector: {e}");
-                        return ExitCode::FAILURE;
-                    }
-                },
-            };
-            let key = match config.map(|path| switchover_key(&path)).transpose() {
-                Ok(key) => key.flatten(),
+            let (client, key) = match api_client_and_key(&tls, config.as_deref()) {
+                Ok(both) => both,
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     return ExitCode::from(2);
                 }
             };
+            let to = match (to, to_eligible) {
+                (Some(to), _) => to,
+                (None, _) => {
+                    match cli::fetch_status(&client, &node).map(|(s, _)| cli::pick_eligible(&s)) {
+                        Ok(Some(to)) => to,
+                        Ok(None) => {
+                            println!("no eligible peer is alive: no switchover");
+                            return ExitCode::SUCCESS;
+                        }
+                        Err(e) => {
+                            eprintln!("elector: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                }
+            };
             report(cli::switchover_command(
+                &client,
                 &node,
                 &to,
                 Duration::from_millis(timeout_ms),
@@ -263,25 +299,30 @@ fn main() -> ExitCode {
             node,
             node_id,
             config,
+            tls,
         } => {
-            let key = match config.map(|path| switchover_key(&path)).transpose() {
-                Ok(key) => key.flatten(),
+            let (client, key) = match api_client_and_key(&tls, config.as_deref()) {
+                Ok(both) => both,
                 Err(e) => {
                     eprintln!("error: {e:#}");
                     return ExitCode::from(2);
                 }
             };
-            report(cli::accept_data_loss_command(&node, &node_id, key.as_ref()))
+            report(cli::accept_data_loss_command(
+                &client,
+                &node,
+                &node_id,
+                key.as_ref(),
+            ))
         }
     }
 }
 
-/// The API of the elector configured on this host, for `status` without
-/// `--node`.
-fn local_api(config_path: Option<&std::path::Path>) -> anyhow::Result<String> {
+/// The config of the elector on this host (--config, $ELECTOR_CONFIG,
+/// /etc/elector/elector.yaml), for `status`: its API address and CA.
+fn local_config(config_path: Option<&std::path::Path>) -> anyhow::Result<config::Config> {
     let path = config::locate(config_path)?;
-    let loaded = config::load(&path)?;
-    Ok(cli::local_api(&loaded.config.listen.api))
+    Ok(config::load(&path)?.config)
 }
 
 /// `check-config`'s look at `data_dir`, without side effects that outlive
@@ -515,10 +556,19 @@ fn run(
     Ok(())
 }
 
-/// The shared key from a node's config file, to sign a switchover request.
-fn switchover_key(path: &std::path::Path) -> anyhow::Result<Option<elector::net::auth::Secret>> {
+/// The API client for the TLS flags, and the shared key that signs a
+/// switchover or accept-data-loss request, from the node's config file when
+/// one is given (read once: its `tls.api` also stands in for --ca-file).
+fn api_client_and_key(
+    tls: &cli::ApiTlsArgs,
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<(cli::ApiClient, Option<elector::net::auth::Secret>)> {
+    let Some(path) = path else {
+        return Ok((cli::ApiClient::new(tls)?, None));
+    };
     let loaded = config::load(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(loaded.config.auth.load_key()?)
+    let client = cli::ApiClient::for_config(tls, Some(&loaded.config))?;
+    Ok((client, loaded.config.auth.load_key()?))
 }
 
 #[cfg(test)]

@@ -4,13 +4,14 @@
 use std::io::Write as _;
 use std::time::Duration;
 
-use super::{agent, url, CliError};
+use super::{url, ApiClient, CliError};
 use crate::api::request_auth::sign;
 use crate::net::auth::{unix_ms_now, Secret};
 
 /// POSTs `/accept-data-loss` to `node`, naming `node_id` as the body's
 /// confirmation; prints what the node will do.
 pub fn accept_data_loss_command(
+    client: &ApiClient,
     node: &str,
     node_id: &str,
     key: Option<&Secret>,
@@ -18,7 +19,8 @@ pub fn accept_data_loss_command(
     let path = "/accept-data-loss";
     let body = serde_json::json!({ "node": node_id }).to_string();
     let url = url(node, path);
-    let mut req = agent(Duration::from_secs(10))
+    let mut req = client
+        .agent(&url, Duration::from_secs(10))?
         .post(&url)
         .set("content-type", "application/json");
     if let Some(key) = key {
@@ -28,12 +30,7 @@ pub fn accept_data_loss_command(
     let (code, text) = match req.send_string(&body) {
         Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
         Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
-        Err(e) => {
-            return Err(CliError::Transport {
-                url,
-                message: e.to_string(),
-            })
-        }
+        Err(ureq::Error::Transport(t)) => return Err(client.transport_error(&url, &t)),
     };
     let value: serde_json::Value =
         serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text.clone()));

@@ -9,11 +9,13 @@
 //! out below the table in plain words, along with the last transition and
 //! its reason, so "why did the primary move?" is answered on one screen.
 //!
-//! The HTTP client is `ureq` (blocking, no TLS): the CLI is a short-lived
-//! process and needs no async runtime.
+//! The HTTP client is `ureq` (blocking): the CLI is a short-lived process
+//! and needs no async runtime. An `https://` address is reached over TLS
+//! with the CA and client certificate the flags name ([`client`]).
 
 mod accept_data_loss;
 pub mod capabilities;
+mod client;
 mod report;
 mod switchover;
 
@@ -25,6 +27,7 @@ use thiserror::Error;
 use crate::api::status::StatusSnapshot;
 
 pub use self::accept_data_loss::accept_data_loss_command;
+pub use self::client::{config_ca_file, inherit_scheme, ApiClient, ApiTlsArgs};
 pub(crate) use self::report::{format_age, render_report};
 pub use self::switchover::{pick_eligible, switchover, switchover_command};
 
@@ -52,6 +55,25 @@ pub enum CliError {
     Switchover { to: String, message: String },
     #[error("writing output: {0}")]
     Io(#[from] std::io::Error),
+    /// A CA or client certificate file the flags name is unusable.
+    #[error(transparent)]
+    TlsFile(#[from] crate::tls::files::TlsFileError),
+    #[error("{0}")]
+    Usage(String),
+    #[error("{url}: an https:// address needs --ca-file, the CA the API's certificate chains to")]
+    HttpsNeedsCa { url: String },
+    #[error("{url}: the API's certificate is not trusted by --ca-file {}: {detail}", ca_file.display())]
+    Untrusted {
+        url: String,
+        ca_file: std::path::PathBuf,
+        detail: String,
+    },
+    #[error("{url}: the API requires a client certificate (its tls.api.client_ca_file is set): pass --cert-file and --key-file")]
+    ClientCertRequired { url: String },
+    #[error("{url}: the API refused the certificate of --cert-file: {detail}")]
+    ClientCertRefused { url: String, detail: String },
+    #[error("{url}: TLS handshake failed: {detail}")]
+    Handshake { url: String, detail: String },
 }
 
 /// `HOST:PORT` (or a full `http://` URL) plus a path.
@@ -64,17 +86,10 @@ fn url(node: &str, path: &str) -> String {
     }
 }
 
-fn agent(read_timeout: Duration) -> ureq::Agent {
-    ureq::AgentBuilder::new()
-        .timeout_connect(CONNECT_TIMEOUT)
-        .timeout_read(read_timeout)
-        .build()
-}
-
 /// GET returning the body text.
-fn get_text(node: &str, path: &str) -> Result<String, CliError> {
+fn get_text(client: &ApiClient, node: &str, path: &str) -> Result<String, CliError> {
     let url = url(node, path);
-    match agent(READ_TIMEOUT).get(&url).call() {
+    match client.agent(&url, READ_TIMEOUT)?.get(&url).call() {
         Ok(r) => r.into_string().map_err(|e| CliError::Transport {
             url: url.clone(),
             message: e.to_string(),
@@ -84,10 +99,7 @@ fn get_text(node: &str, path: &str) -> Result<String, CliError> {
             code,
             body: r.into_string().unwrap_or_default().trim().to_string(),
         }),
-        Err(ureq::Error::Transport(t)) => Err(CliError::Transport {
-            url,
-            message: transport_message(&t),
-        }),
+        Err(ureq::Error::Transport(t)) => Err(client.transport_error(&url, &t)),
     }
 }
 
@@ -103,16 +115,21 @@ fn transport_message(t: &ureq::Transport) -> String {
 
 /// The API address of the elector configured on this host: the config's
 /// `listen.api`, reached over loopback when it listens on every address
-/// (the same rule the watchdog uses to find it).
-pub fn local_api(api_listen: &str) -> String {
-    crate::watchdog::health_url(api_listen)
+/// (the same rule the watchdog uses to find it), as `https://` when the
+/// config serves it with `tls.api`.
+pub fn local_api(api_listen: &str, tls: bool) -> String {
+    let plain = crate::watchdog::health_url(api_listen)
         .trim_end_matches("/healthz")
-        .to_string()
+        .to_string();
+    match plain.strip_prefix("http://") {
+        Some(rest) if tls => format!("https://{rest}"),
+        _ => plain,
+    }
 }
 
 /// Fetches and parses one node's `/status`, also returning the raw body.
-pub fn fetch_status(node: &str) -> Result<(StatusSnapshot, String), CliError> {
-    let body = get_text(node, "/status")?;
+pub fn fetch_status(client: &ApiClient, node: &str) -> Result<(StatusSnapshot, String), CliError> {
+    let body = get_text(client, node, "/status")?;
     let snap = serde_json::from_str(&body).map_err(|source| CliError::Json {
         url: url(node, "/status"),
         source,
@@ -131,15 +148,18 @@ pub(crate) struct ClusterReport {
     pub(crate) views: BTreeMap<String, Result<StatusSnapshot, String>>,
 }
 
-/// Queries `node` and every peer API it lists.
-pub(crate) fn gather(node: &str) -> Result<ClusterReport, CliError> {
-    let (origin, _) = fetch_status(node)?;
+/// Queries `node` and every peer API it lists (with `node`'s scheme, see
+/// [`inherit_scheme`]).
+pub(crate) fn gather(client: &ApiClient, node: &str) -> Result<ClusterReport, CliError> {
+    let (origin, _) = fetch_status(client, node)?;
     let mut views = BTreeMap::new();
     for p in &origin.peers {
         if let Some(api) = &p.api {
             views.insert(
                 p.id.clone(),
-                fetch_status(api).map(|(s, _)| s).map_err(|e| e.to_string()),
+                fetch_status(client, &inherit_scheme(node, api))
+                    .map(|(s, _)| s)
+                    .map_err(|e| e.to_string()),
             );
         }
     }
@@ -160,11 +180,31 @@ fn now_unix_ms() -> u64 {
 /// exactly when an operator is watching. Only a terminal gets the
 /// clear-screen codes; a pipe or file gets one report after another, each
 /// under a `---` line.
-pub fn status_command(node: &str, json: bool, watch: Option<Duration>) -> Result<(), CliError> {
+pub fn status_command(
+    client: &ApiClient,
+    node: &str,
+    json: bool,
+    watch: Option<Duration>,
+) -> Result<(), CliError> {
     use std::io::IsTerminal as _;
     let stdout = std::io::stdout();
     let terminal = stdout.is_terminal();
-    status_loop(&mut stdout.lock(), terminal, node, json, watch, None)
+    let mut out = stdout.lock();
+    let view = StatusView {
+        client,
+        node,
+        json,
+        watch,
+    };
+    status_loop(&mut out, terminal, &view, None)
+}
+
+/// What `elector status` was asked to show, and through which client.
+pub(crate) struct StatusView<'a> {
+    pub(crate) client: &'a ApiClient,
+    pub(crate) node: &'a str,
+    pub(crate) json: bool,
+    pub(crate) watch: Option<Duration>,
 }
 
 /// The body of [`status_command`], writing to `out`; `rounds` bounds a
@@ -172,16 +212,20 @@ pub fn status_command(node: &str, json: bool, watch: Option<Duration>) -> Result
 pub(crate) fn status_loop(
     stdout: &mut dyn std::io::Write,
     terminal: bool,
-    node: &str,
-    json: bool,
-    watch: Option<Duration>,
+    view: &StatusView<'_>,
     mut rounds: Option<u32>,
 ) -> Result<(), CliError> {
+    let StatusView {
+        client,
+        node,
+        json,
+        watch,
+    } = *view;
     loop {
         if json {
             // JSON: the asked node's document as served. Under --watch one
             // compact document per line (NDJSON), to pipe into jq or a file.
-            match (fetch_status(node), watch) {
+            match (fetch_status(client, node), watch) {
                 (Ok((_, body)), None) => write!(stdout, "{}", body)?,
                 (Ok((snap, _)), Some(_)) => {
                     let line = serde_json::to_string(&snap).map_err(|source| CliError::Json {
@@ -198,7 +242,7 @@ pub(crate) fn status_loop(
                 )?,
             }
         } else {
-            let text = match gather(node) {
+            let text = match gather(client, node) {
                 Ok(report) => render_report(&report, now_unix_ms()),
                 Err(e) if watch.is_some() => format!("! {e}\n"),
                 Err(e) => return Err(e),

@@ -3,13 +3,14 @@
 use std::io::Write as _;
 use std::time::Duration;
 
-use super::{agent, url, CliError};
+use super::{inherit_scheme, url, ApiClient, CliError};
 use crate::api::request_auth::sign;
 use crate::net::auth::{unix_ms_now, Secret};
 
 /// POSTs a switchover; on 409 `not_primary` with the primary's API known,
-/// asks that node instead (once).
+/// asks that node instead (once), with `node`'s scheme ([`inherit_scheme`]).
 pub fn switchover(
+    client: &ApiClient,
     node: &str,
     to: &str,
     timeout: Duration,
@@ -19,7 +20,8 @@ pub fn switchover(
     let mut target = node.to_string();
     for attempt in 0..2 {
         let url = url(&target, "/switchover");
-        let mut req = agent(timeout + Duration::from_secs(10))
+        let mut req = client
+            .agent(&url, timeout + Duration::from_secs(10))?
             .post(&url)
             .set("content-type", "application/json");
         if let Some(key) = key {
@@ -31,12 +33,7 @@ pub fn switchover(
         let (code, text) = match res {
             Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
             Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
-            Err(e) => {
-                return Err(CliError::Transport {
-                    url,
-                    message: e.to_string(),
-                })
-            }
+            Err(ureq::Error::Transport(t)) => return Err(client.transport_error(&url, &t)),
         };
         let value: serde_json::Value =
             serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text.clone()));
@@ -46,7 +43,7 @@ pub fn switchover(
         if code == 409 && value["error"] == "not_primary" && attempt == 0 {
             if let Some(api) = value["primary_api"].as_str() {
                 tracing::info!(from = %target, to = api, "not the primary; asking the primary");
-                target = api.to_string();
+                target = inherit_scheme(node, api);
                 continue;
             }
         }
@@ -87,12 +84,13 @@ pub fn pick_eligible(status: &crate::api::status::StatusSnapshot) -> Option<Stri
 /// `elector switchover --node HOST:PORT --to ID [--timeout-ms N]`: prints the
 /// outcome document (new epoch, measured write pause, ...).
 pub fn switchover_command(
+    client: &ApiClient,
     node: &str,
     to: &str,
     timeout: Duration,
     key: Option<&Secret>,
 ) -> Result<(), CliError> {
-    let outcome = switchover(node, to, timeout, key)?;
+    let outcome = switchover(client, node, to, timeout, key)?;
     let pretty = serde_json::to_string_pretty(&outcome).unwrap_or_else(|_| outcome.to_string());
     let mut stdout = std::io::stdout();
     writeln!(stdout, "switchover to {to} completed:\n{pretty}")?;

@@ -212,8 +212,15 @@ async fn the_cli_reads_real_apis_and_switchover_is_redirected_to_the_primary() {
     let asked = a2.clone();
     let (report, outcome) = tokio::task::spawn_blocking(move || {
         (
-            gather(&asked).expect("gather"),
-            switchover(&asked, "n2", Duration::from_secs(1), None).expect("switchover via n1"),
+            gather(&ApiClient::plain(), &asked).expect("gather"),
+            switchover(
+                &ApiClient::plain(),
+                &asked,
+                "n2",
+                Duration::from_secs(1),
+                None,
+            )
+            .expect("switchover via n1"),
         )
     })
     .await
@@ -365,15 +372,15 @@ fn a_finished_switchover_is_a_note_after_the_problems_not_a_problem() {
 fn watching_into_a_pipe_writes_no_terminal_codes_and_names_the_url_once() {
     // Port 1 on loopback: nothing listens, the connect is refused at once.
     let mut out: Vec<u8> = Vec::new();
-    status_loop(
-        &mut out,
-        false,
-        "127.0.0.1:1",
-        false,
-        Some(Duration::from_millis(10)),
-        Some(2),
-    )
-    .expect("a refused node is shown, not an error, under --watch");
+    let client = ApiClient::plain();
+    let view = StatusView {
+        client: &client,
+        node: "127.0.0.1:1",
+        json: false,
+        watch: Some(Duration::from_millis(10)),
+    };
+    status_loop(&mut out, false, &view, Some(2))
+        .expect("a refused node is shown, not an error, under --watch");
     let text = String::from_utf8(out).unwrap();
     assert!(!text.contains('\x1b'), "{text:?}");
     assert_eq!(text.matches("--- unix ms ").count(), 2, "{text}");
@@ -381,23 +388,112 @@ fn watching_into_a_pipe_writes_no_terminal_codes_and_names_the_url_once() {
         assert_eq!(line.matches("127.0.0.1:1").count(), 1, "{line}");
     }
     let mut tty: Vec<u8> = Vec::new();
-    status_loop(
-        &mut tty,
-        true,
-        "127.0.0.1:1",
-        false,
-        Some(Duration::from_millis(10)),
-        Some(1),
-    )
-    .expect("watch");
+    status_loop(&mut tty, true, &view, Some(1)).expect("watch");
     assert!(String::from_utf8(tty).unwrap().starts_with("\x1b[2J\x1b[H"));
 }
 
 #[test]
 fn the_local_api_is_reached_over_loopback_when_it_listens_everywhere() {
-    assert_eq!(local_api("0.0.0.0:9300"), "http://127.0.0.1:9300");
-    assert_eq!(local_api("[::]:9301"), "http://127.0.0.1:9301");
-    assert_eq!(local_api("10.0.0.5:9302"), "http://10.0.0.5:9302");
+    assert_eq!(local_api("0.0.0.0:9300", false), "http://127.0.0.1:9300");
+    assert_eq!(local_api("[::]:9301", false), "http://127.0.0.1:9301");
+    assert_eq!(local_api("10.0.0.5:9302", false), "http://10.0.0.5:9302");
+}
+
+#[test]
+fn the_local_api_is_reached_over_https_when_the_config_serves_it_with_tls() {
+    assert_eq!(local_api("0.0.0.0:9300", true), "https://127.0.0.1:9300");
+    assert_eq!(local_api("10.0.0.5:9302", true), "https://10.0.0.5:9302");
+}
+
+#[test]
+fn a_bare_address_stays_plain_http_and_an_https_url_is_kept() {
+    assert_eq!(url("h:1", "/status"), "http://h:1/status");
+    assert_eq!(url("https://h:1/", "/status"), "https://h:1/status");
+}
+
+#[test]
+fn a_peer_address_takes_the_scheme_of_the_asked_node_unless_it_has_its_own() {
+    assert_eq!(inherit_scheme("https://a:1", "b:2"), "https://b:2");
+    assert_eq!(inherit_scheme("a:1", "b:2"), "b:2");
+    assert_eq!(inherit_scheme("http://a:1", "b:2"), "b:2");
+    assert_eq!(inherit_scheme("https://a:1", "http://b:2"), "http://b:2");
+    assert_eq!(inherit_scheme("a:1", "https://b:2"), "https://b:2");
+}
+
+/// The TLS flags as clap parses them, on a one-command parser.
+fn tls_flags(args: &[&str]) -> Result<ApiTlsArgs, clap::Error> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        tls: ApiTlsArgs,
+    }
+    Flags::try_parse_from(std::iter::once("elector").chain(args.iter().copied())).map(|f| f.tls)
+}
+
+#[test]
+fn the_tls_flags_parse_and_a_client_certificate_needs_its_key() {
+    let all = tls_flags(&[
+        "--ca-file",
+        "/ca.crt",
+        "--cert-file",
+        "/c.crt",
+        "--key-file",
+        "/c.key",
+    ])
+    .expect("parses");
+    assert_eq!(
+        all.ca_file.as_deref(),
+        Some(std::path::Path::new("/ca.crt"))
+    );
+    assert_eq!(
+        all.cert_file.as_deref(),
+        Some(std::path::Path::new("/c.crt"))
+    );
+    assert_eq!(
+        all.key_file.as_deref(),
+        Some(std::path::Path::new("/c.key"))
+    );
+    assert_eq!(tls_flags(&[]).expect("none"), ApiTlsArgs::default());
+    assert!(tls_flags(&["--cert-file", "/c.crt"]).is_err(), "no key");
+    assert!(tls_flags(&["--key-file", "/c.key"]).is_err(), "no cert");
+}
+
+#[test]
+fn an_https_address_without_a_ca_file_is_refused_before_connecting() {
+    let e = get_text(&ApiClient::plain(), "https://127.0.0.1:1", "/status").unwrap_err();
+    assert!(matches!(e, CliError::HttpsNeedsCa { .. }), "{e}");
+    assert!(e.to_string().contains("needs --ca-file"), "{e}");
+}
+
+#[test]
+fn an_unreadable_or_empty_ca_file_is_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = ApiTlsArgs {
+        ca_file: Some(dir.path().join("absent.crt")),
+        ..ApiTlsArgs::default()
+    };
+    let e = ApiClient::new(&missing).unwrap_err();
+    assert!(e.to_string().starts_with("--ca-file "), "{e}");
+    let empty = dir.path().join("empty.crt");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let e = ApiClient::new(&ApiTlsArgs {
+        ca_file: Some(empty),
+        ..ApiTlsArgs::default()
+    })
+    .unwrap_err();
+    assert!(e.to_string().contains("no PEM certificate"), "{e}");
+}
+
+#[test]
+fn a_client_certificate_without_a_ca_file_is_a_usage_error() {
+    let e = ApiClient::new(&ApiTlsArgs {
+        cert_file: Some("/c.crt".into()),
+        key_file: Some("/c.key".into()),
+        ..ApiTlsArgs::default()
+    })
+    .unwrap_err();
+    assert!(matches!(e, CliError::Usage(_)), "{e}");
 }
 
 #[test]

@@ -6,6 +6,7 @@
 mod clients;
 pub mod netns;
 mod observe;
+pub mod pki;
 mod ports;
 mod restarts;
 #[allow(unused_imports)] // used by tests/data_safety.rs only
