@@ -112,15 +112,16 @@ impl DeadManSwitch {
 }
 
 /// The elector's health URL on this host (its API, reached over loopback
-/// when it listens on every address).
-pub fn health_url(api_listen: &str) -> String {
+/// when it listens on every address; `https` when it serves `tls.api`).
+pub fn health_url(api_listen: &str, tls: bool) -> String {
     let (host, port) = api_listen.rsplit_once(':').unwrap_or(("127.0.0.1", "9300"));
     let host = match host.trim_matches(|c| c == '[' || c == ']') {
         "" | "0.0.0.0" | "::" => "127.0.0.1".to_string(),
         h if h.contains(':') => format!("[{h}]"),
         h => h.to_string(),
     };
-    format!("http://{host}:{port}/healthz")
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{host}:{port}/healthz")
 }
 
 /// Runs the watchdog until the process is stopped.
@@ -128,13 +129,13 @@ pub async fn run(config: Config) {
     let t = config.timings();
     let lease = Duration::from_millis(t.lease_ms());
     let every = Duration::from_millis(t.hb_interval_ms);
-    let url = health_url(&config.listen.api);
-    tracing::info!(%url, lease_ms = t.lease_ms(), "watchdog: watching the elector");
+    let health = HealthProbe::new(&config);
+    tracing::info!(url = %health.url, lease_ms = t.lease_ms(), "watchdog: watching the elector");
     let clamps = crate::api::metrics::watchdog_clamps_path(&config.data_dir);
     let vip = config.vip().ok().flatten();
     let hint = crate::datanode::floor_hint::path(&config.data_dir);
     match AnyNode::from_config(&config) {
-        Some(node) => watch(node, url, lease, every, (clamps, hint), vip).await,
+        Some(node) => watch(node, health, lease, every, (clamps, hint), vip).await,
         None => {
             tracing::info!("watchdog: this node is a witness: no data node to fence; nothing to do")
         }
@@ -143,7 +144,7 @@ pub async fn run(config: Config) {
 
 async fn watch<A: DataNodeAdapter>(
     mut node: A,
-    url: String,
+    mut health: HealthProbe,
     lease: Duration,
     every: Duration,
     (clamps, hint): (std::path::PathBuf, std::path::PathBuf),
@@ -175,7 +176,7 @@ async fn watch<A: DataNodeAdapter>(
         if at < tick {
             tick = at;
         }
-        let probe = probe_health(&url, wait).await;
+        let probe = health.probe(wait).await;
         let verdict = switch.probe(probe, Instant::now());
         let first_of_silence = verdict == Verdict::Fence && !clamped;
         clamped = verdict == Verdict::Fence;
@@ -257,15 +258,59 @@ async fn record_floor_hint<A: DataNodeAdapter>(node: &mut A, path: &std::path::P
     }
 }
 
+/// How the watchdog reaches its elector's `/healthz`: plain HTTP, or TLS
+/// trusting exactly the API's own certificate (`tls::pinned`).
+pub(crate) struct HealthProbe {
+    url: String,
+    api_tls: Option<crate::config::ServerTlsConfig>,
+    /// Built from the files on first use and again after a failed probe,
+    /// so a certificate rotated under the elector is pinned anew.
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
+}
+
+impl HealthProbe {
+    pub(crate) fn new(config: &Config) -> HealthProbe {
+        let api_tls = config.tls.api.clone();
+        HealthProbe {
+            url: health_url(&config.listen.api, api_tls.is_some()),
+            api_tls,
+            tls: None,
+        }
+    }
+
+    /// Asks `/healthz` once; see [`probe_health`].
+    pub(crate) async fn probe(&mut self, timeout: Duration) -> Probe {
+        let mut builder = ureq::AgentBuilder::new()
+            .timeout(timeout)
+            .user_agent(WATCHDOG_USER_AGENT);
+        if let Some(api) = &self.api_tls {
+            if self.tls.is_none() {
+                match crate::tls::pinned::client_for_own_api(api) {
+                    Ok(c) => self.tls = Some(std::sync::Arc::new(c)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "watchdog: cannot read the API's TLS files; the elector counts as silent");
+                        return Probe::Silent;
+                    }
+                }
+            }
+            if let Some(tls) = &self.tls {
+                builder = builder.tls_connector(crate::cli::client::connector(tls.clone()));
+            }
+        }
+        let probe = probe_health(builder.build(), &self.url).await;
+        if probe == Probe::Silent {
+            self.tls = None;
+        }
+        probe
+    }
+}
+
 /// Asks the elector's `/healthz`; an answer carries how long its data node
 /// may stay writable, counted from when the question was sent.
-async fn probe_health(url: &str, timeout: Duration) -> Probe {
-    // Named, so the API can tell its probe from anyone else's and exempt it
-    // from per-client limits (`api/metrics/limits.rs`).
-    let agent = ureq::AgentBuilder::new()
-        .timeout(timeout)
-        .user_agent(WATCHDOG_USER_AGENT)
-        .build();
+async fn probe_health(agent: ureq::Agent, url: &str) -> Probe {
+    // The agent is named (`WATCHDOG_USER_AGENT`), so the API can tell its
+    // probe from anyone else's and exempt it from per-client limits
+    // (`api/metrics/limits.rs`).
     let url = url.to_string();
     let sent = Instant::now();
     let answer = tokio::task::spawn_blocking(move || match agent.get(&url).call() {
@@ -416,9 +461,22 @@ mod tests {
 
     #[test]
     fn the_health_url_reaches_a_wildcard_listener_over_loopback() {
-        assert_eq!(health_url("0.0.0.0:9300"), "http://127.0.0.1:9300/healthz");
-        assert_eq!(health_url("[::]:9301"), "http://127.0.0.1:9301/healthz");
-        assert_eq!(health_url("[::1]:9302"), "http://[::1]:9302/healthz");
-        assert_eq!(health_url("10.1.2.3:9303"), "http://10.1.2.3:9303/healthz");
+        assert_eq!(
+            health_url("0.0.0.0:9300", false),
+            "http://127.0.0.1:9300/healthz"
+        );
+        assert_eq!(
+            health_url("[::]:9301", false),
+            "http://127.0.0.1:9301/healthz"
+        );
+        assert_eq!(health_url("[::1]:9302", false), "http://[::1]:9302/healthz");
+        assert_eq!(
+            health_url("10.1.2.3:9303", false),
+            "http://10.1.2.3:9303/healthz"
+        );
+        assert_eq!(
+            health_url("0.0.0.0:9300", true),
+            "https://127.0.0.1:9300/healthz"
+        );
     }
 }

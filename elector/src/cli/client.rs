@@ -201,8 +201,13 @@ fn rustls_error(t: &ureq::Transport) -> Option<&rustls::Error> {
     None
 }
 
+/// ureq's TLS hook for `config` (also the watchdog's, `tls::pinned`).
+pub(crate) fn connector(config: Arc<ClientConfig>) -> Arc<Connector> {
+    Arc::new(Connector(config))
+}
+
 /// ureq's TLS hook, driving rustls over the TCP stream ureq opened.
-struct Connector(Arc<ClientConfig>);
+pub(crate) struct Connector(Arc<ClientConfig>);
 
 impl ureq::TlsConnector for Connector {
     fn connect(

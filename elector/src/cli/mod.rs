@@ -15,7 +15,7 @@
 
 mod accept_data_loss;
 pub mod capabilities;
-mod client;
+pub(crate) mod client;
 mod report;
 mod switchover;
 
@@ -118,13 +118,9 @@ fn transport_message(t: &ureq::Transport) -> String {
 /// (the same rule the watchdog uses to find it), as `https://` when the
 /// config serves it with `tls.api`.
 pub fn local_api(api_listen: &str, tls: bool) -> String {
-    let plain = crate::watchdog::health_url(api_listen)
+    crate::watchdog::health_url(api_listen, tls)
         .trim_end_matches("/healthz")
-        .to_string();
-    match plain.strip_prefix("http://") {
-        Some(rest) if tls => format!("https://{rest}"),
-        _ => plain,
-    }
+        .to_string()
 }
 
 /// Fetches and parses one node's `/status`, also returning the raw body.

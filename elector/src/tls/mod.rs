@@ -5,6 +5,7 @@
 
 pub(crate) mod files;
 pub(crate) mod peer;
+pub(crate) mod pinned;
 pub(crate) mod server;
 
 use files::TlsFileError;

@@ -49,15 +49,26 @@ pub(crate) fn presented_names(conn: &rustls::CommonState) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Checks a member's server certificate chains to the CA; its name is
-/// checked against the member dialled by the caller (see the module docs).
+/// What a server certificate is accepted for, its name aside (the caller
+/// checks names where they matter): chaining to a CA (the election
+/// transport: a member's name is checked against the member dialled, see
+/// the module docs), or being one exact certificate (the watchdog's own
+/// API, `tls::pinned`).
 #[derive(Debug)]
-struct ChainOnly {
-    roots: RootCertStore,
-    provider: Arc<CryptoProvider>,
+pub(crate) enum Accept {
+    ChainsTo(RootCertStore),
+    Exactly(CertificateDer<'static>),
 }
 
-impl ServerCertVerifier for ChainOnly {
+/// A server-certificate verifier by [`Accept`]; the handshake's signatures
+/// are checked against the certificate either way.
+#[derive(Debug)]
+pub(crate) struct NamelessVerifier {
+    pub(crate) accept: Accept,
+    pub(crate) provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for NamelessVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -66,14 +77,24 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = ParsedCertificate::try_from(end_entity)?;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(
-            &cert,
-            &self.roots,
-            intermediates,
-            now,
-            self.provider.signature_verification_algorithms.all,
-        )?;
+        match &self.accept {
+            Accept::ChainsTo(roots) => {
+                let cert = ParsedCertificate::try_from(end_entity)?;
+                rustls::client::verify_server_cert_signed_by_trust_anchor(
+                    &cert,
+                    roots,
+                    intermediates,
+                    now,
+                    self.provider.signature_verification_algorithms.all,
+                )?;
+            }
+            Accept::Exactly(pinned) if pinned.as_ref() == end_entity.as_ref() => {}
+            Accept::Exactly(_) => {
+                return Err(rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::ApplicationVerificationFailure,
+                ))
+            }
+        }
         Ok(ServerCertVerified::assertion())
     }
 
@@ -132,8 +153,8 @@ fn build(cfg: &PeerTlsConfig, me: &str) -> Result<Ends, TlsFileError> {
         .with_safe_default_protocol_versions()
         .map_err(setup)?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ChainOnly {
-            roots: roots.clone(),
+        .with_custom_certificate_verifier(Arc::new(NamelessVerifier {
+            accept: Accept::ChainsTo(roots.clone()),
             provider: provider(),
         }))
         .with_client_auth_cert(certs.clone(), key.clone_key())
