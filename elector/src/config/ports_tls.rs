@@ -95,6 +95,13 @@ pub(super) fn check(config: &Config, errors: &mut Vec<String>, warnings: &mut Ve
                 if let Some(ca) = &cfg.client_ca_file {
                     warnings.extend(super::expiry_warnings(keys.client_ca, ca, now));
                 }
+                if keys.section == server::API_KEYS.section {
+                    if let Some(why) = crate::tls::pinned::watchdog_refusal(cfg) {
+                        warnings.push(format!(
+                            "tls.api.cert_file is not a client certificate tls.api.client_ca_file accepts ({why}): the watchdog presents it to poll its elector and would be refused, then fence the data node (docs/security.md \"The watchdog over TLS\")"
+                        ));
+                    }
+                }
             }
         }
     }

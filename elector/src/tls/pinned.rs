@@ -54,3 +54,21 @@ pub(crate) fn client_for_own_api(api: &ServerTlsConfig) -> Result<ClientConfig, 
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
+
+/// Why the API would refuse the watchdog's client certificate (its own,
+/// see [`client_for_own_api`]) when it requires client certificates; `None`
+/// when it would accept it or requires none. `check-config` warns with it.
+pub(crate) fn watchdog_refusal(api: &ServerTlsConfig) -> Option<String> {
+    let client_ca = api.client_ca_file.as_ref()?;
+    let roots = super::files::read_roots("tls.api.client_ca_file", client_ca).ok()?;
+    let certs = read_certificates(API_KEYS.cert, &api.cert_file).ok()?;
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .ok()?;
+    let now = rustls::pki_types::UnixTime::now();
+    verifier
+        .verify_client_cert(&certs[0], &certs[1..], now)
+        .err()
+        .map(|e| e.to_string())
+}

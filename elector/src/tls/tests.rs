@@ -202,3 +202,18 @@ fn an_incomplete_server_tls_section_is_refused_naming_the_missing_field() {
         "{problems:?}"
     );
 }
+
+#[test]
+fn the_watchdog_is_refused_only_when_the_apis_own_certificate_is_no_client_the_api_accepts() {
+    // docs/security.md "The watchdog over TLS": it presents the API's own
+    // certificate; check-config warns when that cannot pass.
+    let pki = Pki::new();
+    pki.issue("api", &["localhost"], 0o600);
+    let mut api = pki.server("api.crt", "api.key");
+    assert_eq!(super::pinned::watchdog_refusal(&api), None);
+    let other = Pki::new();
+    api.client_ca_file = Some(other.path("ca.crt"));
+    assert!(super::pinned::watchdog_refusal(&api).is_some());
+    api.client_ca_file = None;
+    assert_eq!(super::pinned::watchdog_refusal(&api), None);
+}
