@@ -732,6 +732,14 @@ impl Sim {
                         .position(|id| *id == to)
                         .expect("known peer");
                     self.inv.on_send(i, to, &msg, &self.nodes[i].disk);
+                    if std::env::var_os("SIM_TRACE_MSGS").is_some()
+                        && !matches!(msg, elector::protocol::Message::Hb(_))
+                    {
+                        eprintln!(
+                            "{:>6} {} -> {} {:?}",
+                            self.now, self.ids[i], self.ids[to], msg
+                        );
+                    }
                     self.transmit(i, to, msg);
                 }
                 Action::Apply { seq, target } => self.apply_target(i, seq, target.into()),
