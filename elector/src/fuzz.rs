@@ -116,6 +116,7 @@ fn heartbeat(epoch: u64, offset: u64) -> Message {
         echo: 40,
         priority: 100,
         floor: Some((epoch, offset)),
+        unled: false,
     })
 }
 
@@ -138,6 +139,7 @@ fn valid_messages() -> Vec<Message> {
             offset: 99,
             data_epoch: 7,
             forced: false,
+            led: Some(6),
         },
         Message::Accept {
             epoch: 8,

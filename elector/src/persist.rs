@@ -238,6 +238,8 @@ mod tests {
             floor: Some(crate::core::Floor::new(4, 1_200)),
             held: None,
             joining: 5,
+            joining_primary: Some("n3".into()),
+            led: Some(3),
         };
         file.store(&state).unwrap();
         assert_eq!(

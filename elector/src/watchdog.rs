@@ -114,6 +114,13 @@ impl DeadManSwitch {
 /// The elector's health URL on this host (its API, reached over loopback
 /// when it listens on every address; `https` when it serves `tls.api`).
 pub fn health_url(api_listen: &str, tls: bool) -> String {
+    format!("{}/healthz", local_api_base(api_listen, tls))
+}
+
+/// `scheme://host:port` of this node's own API as a local client reaches
+/// it: a wildcard listen address is reached on loopback, an IPv6 host is
+/// bracketed (the watchdog's probe and the CLI's defaults share it).
+pub fn local_api_base(api_listen: &str, tls: bool) -> String {
     let (host, port) = api_listen.rsplit_once(':').unwrap_or(("127.0.0.1", "9300"));
     let host = match host.trim_matches(|c| c == '[' || c == ']') {
         "" | "0.0.0.0" | "::" => "127.0.0.1".to_string(),
@@ -121,7 +128,7 @@ pub fn health_url(api_listen: &str, tls: bool) -> String {
         h => h.to_string(),
     };
     let scheme = if tls { "https" } else { "http" };
-    format!("{scheme}://{host}:{port}/healthz")
+    format!("{scheme}://{host}:{port}")
 }
 
 /// Runs the watchdog until the process is stopped.

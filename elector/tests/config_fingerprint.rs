@@ -72,6 +72,7 @@ fn heartbeat_from_n2() -> Message {
         echo: 0,
         priority: 100,
         floor: None,
+        unled: false,
     })
 }
 

@@ -318,7 +318,7 @@ fn ignoring_the_floor_is_found_as_an_acknowledged_write_lost_after_a_data_node_r
         Cluster::three_quick(),
         faults,
         (Start::ReplicaRestartedEmpty, 4),
-        8,
+        9,
         "every acknowledged write is on every later primary",
     );
 }
@@ -347,6 +347,8 @@ fn the_forgotten_floor_counterexample_replays_to_the_lost_write_and_the_floor_pr
         Deliver(4),
         Persist(2),
         Deliver(4),
+        // The winner's `led` is durable: its data node is told (§6.10).
+        Persist(1),
         Round(1),
     ];
     let lost = "every acknowledged write is on every later primary";

@@ -118,9 +118,7 @@ fn transport_message(t: &ureq::Transport) -> String {
 /// (the same rule the watchdog uses to find it), as `https://` when the
 /// config serves it with `tls.api`.
 pub fn local_api(api_listen: &str, tls: bool) -> String {
-    crate::watchdog::health_url(api_listen, tls)
-        .trim_end_matches("/healthz")
-        .to_string()
+    crate::watchdog::local_api_base(api_listen, tls)
 }
 
 /// Fetches and parses one node's `/status`, also returning the raw body.

@@ -37,6 +37,10 @@ pub(super) struct DataView {
     /// took meanwhile is unknown. A join made by this process is watched
     /// (the claim follows the readings), so this clears at the next join.
     pub(crate) inherited_join: bool,
+    /// An unclaimed join whose epoch's primary said, in a heartbeat of that
+    /// epoch, that it never told its data node to take writes there
+    /// (§6.10): the joined stream never began, so the join places nothing.
+    pub(crate) void_join: Option<u64>,
 }
 
 impl Default for DataView {
@@ -54,6 +58,7 @@ impl Default for DataView {
             forced_at: None,
             forced_tries: 0,
             inherited_join: false,
+            void_join: None,
         }
     }
 }
@@ -349,16 +354,32 @@ impl Core {
                 target: super::FenceTarget::Isolated,
             });
         }
-        if matches!(target, DataNodeTarget::Follow { .. }) && self.state.epoch > self.state.joining
-        {
+        let joins = match &target {
+            DataNodeTarget::Follow { primary, .. } if self.state.epoch > self.state.joining => {
+                Some(primary.clone())
+            }
+            _ => None,
+        };
+        if let Some(primary) = joins {
             // Durable before the data node is told (the follow below waits
             // for this write): it may link up and acknowledge the new
             // primary's writes before we read it and record the claim, and
             // an elector that dies in between must come back knowing it
-            // (§6.10).
+            // (§6.10). Whom it joined says whose word can free it (`led`).
             self.state.joining = self.state.epoch;
+            self.state.joining_primary = Some(primary);
             self.data.inherited_join = false;
             self.outbox.persist();
+        }
+        if target.writable() && self.state.led.is_none_or(|led| led < self.state.epoch) {
+            // Durable before the data node is told (the grant waits for
+            // this write; at a win it rides the epoch's own): an OFFER
+            // then says truly that this node never started a newer
+            // epoch's stream, which is what frees a voter whose unclaimed
+            // join of that epoch was ours (§6.10).
+            let before = self.state.led.replace(self.state.epoch);
+            self.outbox.persist();
+            self.led_unconfirmed = Some((self.outbox.persist_seq, before));
         }
         self.target.current = target.clone();
         self.target.seq += 1;

@@ -7,6 +7,9 @@ impl Core {
     pub(super) fn on_persisted(&mut self, seq: u64) {
         // The shell releases what waited for this write (its `Gate`).
         self.outbox.persisted(seq);
+        if self.led_unconfirmed.is_some_and(|(at, _)| at <= seq) {
+            self.led_unconfirmed = None;
+        }
     }
 
     pub(super) fn on_persist_failed(&mut self, seq: u64, error: String) {
@@ -34,6 +37,11 @@ impl Core {
         // stand again (found by the simulator, seed 145 with switchovers).
         if self.outbox.grant_waiting.take().is_some() {
             self.target.reissue = true;
+        }
+        if let Some((_, before)) = self.led_unconfirmed.take() {
+            // The promotion waited for this write and is dropped with it:
+            // the data node was never told, so `led` says so again (§6.10).
+            self.state.led = before;
         }
         self.outbox.retry_at = Some(self.now + self.cfg.timings.hb_interval_ms);
         if self.role.role() != crate::protocol::Role::Replica {

@@ -281,6 +281,7 @@ impl Core {
             offset,
             data_epoch,
             forced,
+            led: self.state.led,
         });
         self.check_won();
     }

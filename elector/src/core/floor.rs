@@ -24,6 +24,7 @@
 use super::types::{Floor, Notice, Observation, StreamId, StreamRecord};
 use super::Core;
 use crate::core::types::Millis;
+use crate::protocol::Heartbeat;
 
 /// Whether the data node's reading describes its content (§6.10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -107,16 +108,19 @@ impl Core {
 
     /// What this node must not vote below (§6.10): as [`Core::must_hold`],
     /// but its held position only where the data promise needs an old
-    /// primary's tail ([`super::CoreConfig::held_guards_the_promise`]).
+    /// primary's tail ([`super::CoreConfig::held_guards_the_promise`]), and
+    /// the watchdog's unplaced hint only `with_unplaced` (not against the
+    /// joined epoch's primary that disowned the join, `Core::join_disowned_by`).
     /// Elsewhere that tail is unacknowledged by construction, and counting
     /// it let an old primary whose data node came back unproven refuse its
     /// successor for ever (2 nodes, conformance `n2-primary-kill` on kevy).
-    pub(crate) fn must_hold_when_voting(&self) -> Option<Floor> {
+    pub(crate) fn must_hold_when_voting(&self, with_unplaced: bool) -> Option<Floor> {
         let held = self
             .state
             .held
             .filter(|_| self.cfg.held_guards_the_promise());
-        [self.state.floor, held, self.unplaced_hint()]
+        let unplaced = self.unplaced_hint().filter(|_| with_unplaced);
+        [self.state.floor, held, unplaced]
             .into_iter()
             .flatten()
             .max()
@@ -323,8 +327,35 @@ impl Core {
     /// would only deadlock a cluster whose new primary died before any
     /// replica linked up (the simulator found it: every voter judged by an
     /// epoch no candidate could offer).
-    fn inherited_unclaimed_join(&self) -> Option<u64> {
-        self.unclaimed_join().filter(|_| self.data.inherited_join)
+    pub(super) fn inherited_unclaimed_join(&self) -> Option<u64> {
+        self.unclaimed_join()
+            .filter(|_| self.data.inherited_join)
+            .filter(|&joined| self.data.void_join != Some(joined))
+    }
+
+    /// The joined epoch's primary says, in a heartbeat of that epoch, that
+    /// it never told its data node to take writes there (flag `u`, §6.10):
+    /// no write of that epoch was ever taken, so what this node's data node
+    /// read during the join is an older stream's, for every candidate
+    /// (simulator seed 7951: the new primary's disk failed before it
+    /// promoted, and the four nodes that had set out to follow it refused
+    /// each other for ever). `led` only grows and is durable before any
+    /// promotion, so the word holds for good.
+    pub(super) fn note_void_join(&mut self, from: &str, hb: &Heartbeat) {
+        let Some(joined) = self.unclaimed_join() else {
+            return;
+        };
+        if hb.unled
+            && hb.epoch == joined
+            && self.state.joining_primary.as_deref() == Some(from)
+            && self.data.void_join != Some(joined)
+        {
+            tracing::info!(
+                joined, primary = %from,
+                "the joined epoch's primary never led it: the unclaimed join places nothing"
+            );
+            self.data.void_join = Some(joined);
+        }
     }
 
     /// Whether `stream` is the one the durable record names (a reading of

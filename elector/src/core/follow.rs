@@ -10,6 +10,7 @@ impl Core {
     pub(super) fn on_heartbeat(&mut self, from: NodeId, hb: Heartbeat) {
         self.max_seen_epoch = self.max_seen_epoch.max(hb.max_epoch).max(hb.epoch);
         self.peers.record_heartbeat(&from, hb.clone(), self.now);
+        self.note_void_join(&from, &hb);
         if hb.epoch > self.state.epoch {
             // Protocol §5.3: a newer committed epoch wins; follow its primary.
             match hb.primary.clone() {
@@ -163,6 +164,10 @@ impl Core {
                 0
             },
             floor: self.state.floor.map(|f| f.pair()),
+            // In memory `led` is never below what is durable (a raise is
+            // undone only when its write fails), so this never says more
+            // than the disk.
+            unled: self.state.led.is_some_and(|led| led < self.state.epoch),
         };
         self.broadcast(Message::Hb(hb));
         self.repeat_handover();

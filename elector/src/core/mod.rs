@@ -51,6 +51,7 @@ use peers::Peers;
 use quorum::Quorum;
 use rng::CoreRng;
 use role::RoleState;
+use vote::Offered;
 
 /// How far beyond the highest epoch this node knows a message may reach
 /// (§3.6). Epochs grow by one per election round; a million rounds is far
@@ -91,6 +92,13 @@ pub struct Core {
     peers: Peers,
     /// Highest epoch seen in any message (a hint for choosing the next epoch).
     max_seen_epoch: u64,
+    /// A risen `led` not yet durable: the write that carries it, and the
+    /// value before (§6.10). If that write fails the promotion it gated
+    /// never happens, and `led` goes back: an OFFER saying more than the
+    /// data node was told would keep this node from freeing the joins of
+    /// those who set out to follow it (simulator seed 158: a new primary's
+    /// disk failed as it was to promote).
+    led_unconfirmed: Option<(u64, Option<u64>)>,
     /// When this node last voted (unknown after a restart: assume just now).
     voted_at: Millis,
     backoff_until: Millis,
@@ -111,6 +119,7 @@ impl Core {
             rng: CoreRng::seed_from_u64(cfg.seed),
             peers: Peers::new(cfg.peer_ids().map(str::to_string)),
             max_seen_epoch: recovered.epoch.max(recovered.voted_epoch),
+            led_unconfirmed: None,
             state: recovered,
             role: RoleState::replica(),
             primary: KnownPrimary {
@@ -330,7 +339,17 @@ impl Core {
                 offset,
                 data_epoch,
                 forced,
-            } => self.on_offer(from, epoch, candidate, (data_epoch, offset), forced),
+                led,
+            } => self.on_offer(
+                from,
+                epoch,
+                candidate,
+                Offered {
+                    position: (data_epoch, offset),
+                    forced,
+                    led,
+                },
+            ),
             Message::Accept { epoch, voter } => self.on_accept(epoch, voter),
             Message::Reject {
                 epoch,

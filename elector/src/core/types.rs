@@ -12,7 +12,7 @@ pub type Millis = u64;
 /// What must survive a restart (protocol §5.2). The shell writes it with
 /// write-temp, fsync, rename, fsync-dir before any message that depends on it
 /// leaves.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Hash)]
 pub struct PersistedState {
     /// Highest committed epoch this node has learned (ANNOUNCE or primary HB).
     pub epoch: u64,
@@ -65,6 +65,40 @@ pub struct PersistedState {
     /// voting with the older stream's position.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub(crate) joining: u64,
+    /// Whom this node set out to follow in `joining` (§6.10): that epoch's
+    /// primary, the only node whose data node could have started the
+    /// joined stream. `None` in a record written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) joining_primary: Option<NodeId>,
+    /// The newest epoch in which this node told its data node to take
+    /// writes, written before the data node is told (§6.10). Its OFFER
+    /// carries it: a voter whose unclaimed join of a newer epoch was this
+    /// node's learns that the joined stream never began, so its reading
+    /// guards nothing of it. `None` in a record written before it was kept
+    /// (such a node may have led anything: it offers no `led`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) led: Option<u64>,
+}
+
+/// A fresh state (no file yet): a node that never led anything says so,
+/// `led` 0 (§6.10). A file written before `led` was kept reads as `None`
+/// (serde's default): such a node may have led anything.
+impl Default for PersistedState {
+    fn default() -> Self {
+        PersistedState {
+            epoch: 0,
+            voted_epoch: 0,
+            voted_for: None,
+            data_epoch: 0,
+            data_epoch_seen: 0,
+            stream: None,
+            floor: None,
+            held: None,
+            joining: 0,
+            joining_primary: None,
+            led: Some(0),
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -7,12 +7,30 @@ use super::types::{Notice, Reason};
 use super::Core;
 use crate::protocol::{Message, NodeId, RejectReason};
 
+/// What an OFFER says of its candidate besides the epoch (§4.3, §6.10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Offered {
+    /// `(data_epoch, offset)`.
+    pub(super) position: (u64, u64),
+    /// An operator accepted losing whatever the candidate lacks.
+    pub(super) forced: bool,
+    /// The newest epoch the candidate told its data node to take writes in.
+    pub(super) led: Option<u64>,
+}
+
 impl Core {
     /// The position offers are judged against (§4.3, §6.10): the stream the
     /// data node may have joined, not only the one confirmed, and never
     /// less than the floor. An unproven reading counts for nothing: the
     /// floor alone speaks for what this node may have acknowledged.
     pub(super) fn voting_position(&self) -> (u64, u64) {
+        self.voting_position_against(false)
+    }
+
+    /// [`Core::voting_position`] against a candidate that disowned this
+    /// node's unclaimed join (`disowned`, [`Core::join_disowned_by`]): what
+    /// the data node read during that join places nothing in its epoch.
+    fn voting_position_against(&self, disowned: bool) -> (u64, u64) {
         let stream = self.state.data_epoch.max(self.state.data_epoch_seen);
         if self.cfg.faults.ignore_floor {
             return (stream, self.my_offset());
@@ -28,9 +46,29 @@ impl Core {
             None if self.served_unguarded(stream) => (0, 0),
             None => (stream, 0),
         };
-        let fresh = self.unplaced_reading().map_or(fresh, |at| fresh.max(at));
-        self.must_hold_when_voting()
+        let unplaced = self.unplaced_reading().filter(|_| !disowned);
+        let fresh = unplaced.map_or(fresh, |at| fresh.max(at));
+        self.must_hold_when_voting(!disowned)
             .map_or(fresh, |f| fresh.max(f.pair()))
+    }
+
+    /// Whether `candidate`'s own word frees this node from its inherited
+    /// unclaimed join (§6.10): the candidate is the primary this node set
+    /// out to follow in that epoch, the only node whose data node could
+    /// have started the joined stream, and its durable `led` says it never
+    /// told its data node to take writes in that epoch or since. Then the
+    /// stream never began, no write of it was acknowledged, and the
+    /// readings that join left unplaced are in an older stream (seed 1071,
+    /// two nodes: the new primary's elector died before it promoted, and
+    /// its follower, counting its reading in the joined epoch, refused it
+    /// for ever). An OFFER without `led` (an older elector, a record from
+    /// before it) frees nothing.
+    fn join_disowned_by(&self, candidate: &str, led: Option<u64>) -> bool {
+        let Some(joined) = self.inherited_unclaimed_join() else {
+            return false;
+        };
+        self.state.joining_primary.as_deref() == Some(candidate)
+            && led.is_some_and(|led| led < joined)
     }
 
     /// `stream` is one this node's data node held as its primary, and the
@@ -69,9 +107,13 @@ impl Core {
         &mut self,
         epoch: u64,
         candidate: &str,
-        position: (u64, u64),
-        forced: bool,
+        offered: Offered,
     ) -> Result<(), RejectReason> {
+        let Offered {
+            position,
+            forced,
+            led,
+        } = offered;
         let known = self.state.epoch.max(self.state.voted_epoch);
         if self.cfg.is_witness(candidate) {
             // A witness never stands (§4.5); an offer in its name is a bug
@@ -105,9 +147,17 @@ impl Core {
             self.witness_judges(position)
         } else if self.data.obs.offset.is_none() || !self.data_settled_after_sync() {
             Err(RejectReason::OwnOffsetUnknown)
-        } else if position < self.voting_position() {
-            Err(RejectReason::CandidateBehind)
         } else {
+            let disowned = self.join_disowned_by(candidate, led);
+            if position < self.voting_position_against(disowned) {
+                return Err(RejectReason::CandidateBehind);
+            }
+            if disowned && position < self.voting_position() {
+                tracing::info!(
+                    epoch, %candidate, ?position, ?led, joining = self.state.joining,
+                    "the joined epoch's primary never led it: the unclaimed join's reading places nothing there"
+                );
+            }
             Ok(())
         }
     }
@@ -196,15 +246,17 @@ impl Core {
         from: NodeId,
         epoch: u64,
         candidate: NodeId,
-        position: (u64, u64),
-        forced: bool,
+        offered: Offered,
     ) {
         self.max_seen_epoch = self.max_seen_epoch.max(epoch);
         if candidate != from {
             return;
         }
         let known = self.state.epoch.max(self.state.voted_epoch);
-        match self.judge_offer(epoch, &candidate, position, forced) {
+        let Offered {
+            position, forced, ..
+        } = offered;
+        match self.judge_offer(epoch, &candidate, offered) {
             Ok(()) if forced => {
                 tracing::warn!(
                     epoch, %candidate, ?position, ours = ?self.voting_position(),

@@ -9,7 +9,7 @@ mod wire;
 
 use std::fmt;
 
-pub use self::wire::{heartbeat_reads_floors, MessageError};
+pub use self::wire::{heartbeat_form, MessageError, PeerForm};
 
 /// Operator-chosen node identity: ASCII, at most 32 bytes (protocol §2).
 pub(crate) type NodeId = String;
@@ -143,6 +143,11 @@ pub struct Heartbeat {
     /// candidate below what the data promise says is acknowledged. `None`
     /// from a node that never followed (or an elector older than §6.10).
     pub floor: Option<(u64, u64)>,
+    /// The sender never told its data node to take writes in `epoch` (its
+    /// `led` is below it, flag `u`, §6.10): a node whose unclaimed join of
+    /// that epoch followed the sender learns the joined stream never began.
+    /// Absent from electors before it, which say nothing.
+    pub unled: bool,
 }
 
 /// One election message (protocol §3).
@@ -156,7 +161,7 @@ pub enum Message {
         fingerprint: Option<String>,
     },
     Hb(Heartbeat),
-    /// `OFFER <epoch> <candidate> <offset> [<data_epoch> [forced]]`.
+    /// `OFFER <epoch> <candidate> <offset> [<data_epoch> [forced|- [<led>|-]]]`.
     Offer {
         epoch: u64,
         candidate: NodeId,
@@ -166,6 +171,12 @@ pub enum Message {
         /// (§6.10, `elector accept-data-loss`): voters waive the data checks
         /// (never the epoch, vote-once and live-primary rules) and log it.
         forced: bool,
+        /// The newest epoch in which the candidate told its data node to
+        /// take writes (§6.10, its durable `led`); `None` when it cannot
+        /// say (a record from before it was kept, or an elector before the
+        /// field). A voter whose unclaimed join of a newer epoch was this
+        /// candidate's learns that the joined stream never began.
+        led: Option<u64>,
     },
     /// `ACCEPT <epoch> <voter>`.
     Accept {
@@ -235,8 +246,11 @@ impl Message {
                 .max(hb.data_epoch)
                 .max(hb.floor.map_or(0, |f| f.0)),
             Message::Offer {
-                epoch, data_epoch, ..
-            } => (*epoch).max(*data_epoch),
+                epoch,
+                data_epoch,
+                led,
+                ..
+            } => (*epoch).max(*data_epoch).max(led.unwrap_or(0)),
             Message::Accept { epoch, .. }
             | Message::Announce { epoch, .. }
             | Message::Handover { epoch, .. } => *epoch,

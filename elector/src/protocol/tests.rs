@@ -17,6 +17,7 @@ fn hb() -> Heartbeat {
         echo: 1200,
         priority: 100,
         floor: None,
+        unled: false,
     }
 }
 
@@ -79,6 +80,7 @@ fn every_message_round_trips_through_fields() {
             offset: 10,
             data_epoch: 4,
             forced: false,
+            led: Some(3),
         },
         Message::Accept {
             epoch: 5,
@@ -182,6 +184,7 @@ fn a_forced_offer_round_trips_and_an_unknown_flag_is_refused() {
         offset: 0,
         data_epoch: 3,
         forced: true,
+        led: None,
     };
     let fields = offer.to_fields();
     assert_eq!(fields.last().map(Vec::as_slice), Some(&b"forced"[..]));
@@ -199,7 +202,7 @@ fn the_short_form_for_an_elector_before_floors_fits_its_arity_and_keeps_the_prio
         floor: Some((4, 1_200)),
         ..hb()
     };
-    let short = Message::Hb(floored.clone()).to_fields_for(false);
+    let short = Message::Hb(floored.clone()).to_fields_for(PeerForm::Legacy);
     assert!(short.len() - 1 <= 11, "{} arguments", short.len() - 1);
     assert_eq!(
         Message::from_fields(&short),
@@ -209,7 +212,7 @@ fn the_short_form_for_an_elector_before_floors_fits_its_arity_and_keeps_the_prio
         }))
     );
     assert_eq!(
-        Message::from_fields(&Message::Hb(floored.clone()).to_fields_for(true)),
+        Message::from_fields(&Message::Hb(floored.clone()).to_fields_for(PeerForm::Full)),
         Ok(Message::Hb(floored))
     );
     let forced = Message::Offer {
@@ -218,8 +221,9 @@ fn the_short_form_for_an_elector_before_floors_fits_its_arity_and_keeps_the_prio
         offset: 7,
         data_epoch: 3,
         forced: true,
+        led: Some(2),
     };
-    let short = forced.to_fields_for(false);
+    let short = forced.to_fields_for(PeerForm::Legacy);
     assert!(short.len() - 1 <= 4);
     assert_eq!(
         Message::from_fields(&short),
@@ -229,16 +233,70 @@ fn the_short_form_for_an_elector_before_floors_fits_its_arity_and_keeps_the_prio
             offset: 7,
             data_epoch: 3,
             forced: false,
+            led: None,
         })
     );
 }
 
 #[test]
-fn a_heartbeat_says_whether_its_sender_reads_the_floor_fields() {
+fn a_heartbeat_says_its_sender_never_led_its_epoch_by_a_flag_older_electors_ignore() {
+    // §6.10, §3.8: a letter in the flags field, so no form changes.
+    let unled = Heartbeat {
+        unled: true,
+        ..hb()
+    };
+    let fields = Message::Hb(unled.clone()).to_fields();
+    assert_eq!(fields.len(), Message::Hb(hb()).to_fields().len());
+    assert_eq!(Message::from_fields(&fields), Ok(Message::Hb(unled)));
+    assert_eq!(
+        Message::from_fields(&Message::Hb(hb()).to_fields()),
+        Ok(Message::Hb(hb())),
+        "absent, it says nothing"
+    );
+}
+
+#[test]
+fn an_offer_carries_the_epoch_its_candidate_last_led_only_to_a_peer_that_reads_it() {
+    // §3.8, §6.10: `led` came after floors; an elector that reads floors but
+    // not `led` accepts at most five OFFER arguments, the fifth `forced`.
+    let offer = |forced, led| Message::Offer {
+        epoch: 9,
+        candidate: "n1".into(),
+        offset: 155,
+        data_epoch: 2,
+        forced,
+        led,
+    };
+    for (forced, led) in [
+        (false, Some(2)),
+        (true, Some(2)),
+        (false, None),
+        (true, None),
+    ] {
+        let full = offer(forced, led).to_fields_for(PeerForm::Full);
+        assert_eq!(Message::from_fields(&full), Ok(offer(forced, led)));
+        let floors = offer(forced, led).to_fields_for(PeerForm::Floors);
+        assert!(floors.len() - 1 <= 5, "{} arguments", floors.len() - 1);
+        let tail = floors.get(5).map(Vec::as_slice);
+        assert!(tail.is_none() || tail == Some(&b"forced"[..]), "{tail:?}");
+        assert_eq!(Message::from_fields(&floors), Ok(offer(forced, None)));
+    }
+    let unforced = offer(false, Some(2)).to_fields();
+    assert_eq!(unforced[5], b"-".to_vec(), "the flag's place is kept");
+    let mut huge = unforced;
+    huge[6] = b"99999999999999999999".to_vec();
+    assert!(
+        Message::from_fields(&huge).is_err(),
+        "an out-of-range led is refused"
+    );
+}
+
+#[test]
+fn a_heartbeat_says_which_of_the_added_fields_its_sender_reads() {
     // §3.8: the flag travels in the flags field, which older electors read
     // letter by letter, so they ignore it.
     let fields = Message::Hb(hb()).to_fields();
-    assert_eq!(heartbeat_reads_floors(&fields), Some(true));
+    assert_eq!(heartbeat_form(&fields), Some(PeerForm::Full));
     let fenced = Message::Hb(Heartbeat {
         eligible: false,
         fenced: true,
@@ -250,13 +308,15 @@ fn a_heartbeat_says_whether_its_sender_reads_the_floor_fields() {
         "the flag does not disturb the others"
     );
     let mut old = Message::Hb(hb()).to_fields();
+    old[7] = b"eF".to_vec();
+    assert_eq!(heartbeat_form(&old), Some(PeerForm::Floors), "before led");
     old[7] = b"e".to_vec();
-    assert_eq!(heartbeat_reads_floors(&old), Some(false));
+    assert_eq!(heartbeat_form(&old), Some(PeerForm::Legacy));
     old.truncate(5);
-    assert_eq!(heartbeat_reads_floors(&old), Some(false), "seed format");
+    assert_eq!(heartbeat_form(&old), Some(PeerForm::Legacy), "seed format");
     let accept = Message::Accept {
         epoch: 1,
         voter: "n1".into(),
     };
-    assert_eq!(heartbeat_reads_floors(&accept.to_fields()), None);
+    assert_eq!(heartbeat_form(&accept.to_fields()), None);
 }

@@ -11,20 +11,48 @@ use super::{
 
 /// The heartbeat flag of an elector that reads the floor fields (§3.8).
 const READS_FLOORS: char = 'F';
+/// The heartbeat flag of an elector that reads an OFFER's `led` (§3.8).
+const READS_LED: char = 'P';
+/// The heartbeat flag "I never told my data node to take writes in this
+/// heartbeat's epoch" (§6.10); older electors read flags by letter and
+/// ignore it.
+const UNLED: char = 'u';
 /// The most fields an elector before floors accepts in a heartbeat (`HB`,
 /// ten fields and the priority) and in an OFFER.
 const LEGACY_HB_FIELDS: usize = 12;
 const LEGACY_OFFER_FIELDS: usize = 5;
+/// An OFFER with `forced`, the most an elector before `led` accepts.
+const FLOORS_OFFER_FIELDS: usize = 6;
 
-/// Whether a decoded heartbeat frame's sender reads the floor fields
-/// (§3.8); `None` for any other frame. The transport sends the short form
-/// to a peer whose latest heartbeat says it does not.
-pub fn heartbeat_reads_floors(fields: &[Vec<u8>]) -> Option<bool> {
+/// Which of the fields added since the seed a peer reads (§3.8), as its
+/// latest heartbeat's flags say; ordered, each form reading all that the
+/// ones before it read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PeerForm {
+    /// Neither floors nor `forced` nor `led`: an elector before §6.10.
+    Legacy,
+    /// Floors and `forced`, not an OFFER's `led`.
+    Floors,
+    /// Everything this version sends.
+    Full,
+}
+
+/// The form a decoded heartbeat frame's sender reads (§3.8); `None` for
+/// any other frame. The transport sends a peer whose latest heartbeat
+/// reads less the matching short form.
+pub fn heartbeat_form(fields: &[Vec<u8>]) -> Option<PeerForm> {
     match fields {
-        [name, args @ ..] if name.as_slice() == b"HB" => Some(
-            args.get(6)
-                .is_some_and(|flags| flags.contains(&(READS_FLOORS as u8))),
-        ),
+        [name, args @ ..] if name.as_slice() == b"HB" => {
+            let flags = args.get(6).map(Vec::as_slice).unwrap_or(b"");
+            let has = |flag: char| flags.contains(&(flag as u8));
+            Some(if has(READS_FLOORS) && has(READS_LED) {
+                PeerForm::Full
+            } else if has(READS_FLOORS) {
+                PeerForm::Floors
+            } else {
+                PeerForm::Legacy
+            })
+        }
         _ => None,
     }
 }
@@ -61,10 +89,14 @@ impl Message {
                 if hb.lease_lost {
                     flags.push('l');
                 }
+                if hb.unled {
+                    flags.push(UNLED);
+                }
                 // "I read the floor fields" (§3.8): an elector before them
                 // ignores an unknown flag but drops a frame with more
                 // fields than it knows, so peers send it the short form.
                 flags.push(READS_FLOORS);
+                flags.push(READS_LED);
                 let mut frame = vec![
                     s("HB"),
                     n(hb.epoch),
@@ -97,6 +129,7 @@ impl Message {
                 offset,
                 data_epoch,
                 forced,
+                led,
             } => {
                 let mut frame = vec![
                     s("OFFER"),
@@ -105,8 +138,11 @@ impl Message {
                     n(*offset),
                     n(*data_epoch),
                 ];
-                if *forced {
-                    frame.push(s("forced"));
+                if *forced || led.is_some() {
+                    frame.push(s(if *forced { "forced" } else { "-" }));
+                }
+                if let Some(led) = led {
+                    frame.push(n(*led));
                 }
                 frame
             }
@@ -141,19 +177,24 @@ impl Message {
         }
     }
 
-    /// The fields for a peer that does (`true`) or may not read the fields
-    /// added with floors (§3.8): for an elector before them, a heartbeat
-    /// without its floor and an OFFER without `forced`, which it would
-    /// otherwise refuse as a whole (and close the connection over).
-    pub fn to_fields_for(&self, peer_reads_floors: bool) -> Vec<Vec<u8>> {
+    /// The fields for a peer that reads `form` (§3.8): for an elector
+    /// before floors, a heartbeat without its floor and an OFFER without
+    /// `forced`; for one before `led`, an OFFER without it. Either would
+    /// otherwise refuse the frame as a whole (and close the connection
+    /// over it).
+    pub fn to_fields_for(&self, form: PeerForm) -> Vec<Vec<u8>> {
         let mut fields = self.to_fields();
-        if !peer_reads_floors {
-            match self {
-                // HB, its ten fields and the priority.
-                Message::Hb(_) => fields.truncate(LEGACY_HB_FIELDS),
-                Message::Offer { .. } => fields.truncate(LEGACY_OFFER_FIELDS),
-                _ => {}
-            }
+        match (self, form) {
+            (_, PeerForm::Full) => {}
+            // HB, its ten fields and the priority.
+            (Message::Hb(_), PeerForm::Legacy) => fields.truncate(LEGACY_HB_FIELDS),
+            (Message::Offer { .. }, PeerForm::Legacy) => fields.truncate(LEGACY_OFFER_FIELDS),
+            (Message::Offer { forced, .. }, PeerForm::Floors) => fields.truncate(if *forced {
+                FLOORS_OFFER_FIELDS
+            } else {
+                LEGACY_OFFER_FIELDS
+            }),
+            _ => {}
         }
         fields
     }
@@ -213,6 +254,7 @@ impl Message {
                     eligible: flags.contains(&b'e'),
                     fenced: flags.contains(&b'f'),
                     lease_lost: flags.contains(&b'l'),
+                    unled: flags.contains(&(UNLED as u8)),
                     data_epoch: optional_epoch(args, 7)?,
                     stamp: optional_number(args, 8)?,
                     echo: optional_number(args, 9)?,
@@ -230,9 +272,9 @@ impl Message {
                 }))
             }
             b"OFFER" => {
-                arity(3, 5)?;
+                arity(3, 6)?;
                 let forced = match args.get(4).map(Vec::as_slice) {
-                    None => false,
+                    None | Some(b"-") => false,
                     Some(b"forced") => true,
                     Some(_) => return Err(MessageError::BadFlag),
                 };
@@ -242,6 +284,7 @@ impl Message {
                     offset: number(&args[2])?,
                     data_epoch: optional_epoch(args, 3)?,
                     forced,
+                    led: args.get(5).map(|v| epoch(v)).transpose()?,
                 })
             }
             b"ACCEPT" => {

@@ -48,6 +48,7 @@ fn primary_says(from: &str, epoch: u64, offset: u64, stamp: u64) -> Event {
             echo: 0,
             priority: 100,
             floor: None,
+            unled: false,
         }),
     }
 }
@@ -231,16 +232,7 @@ fn joining_a_primary_again_proves_the_position_and_raises_the_floor() {
 }
 
 fn offer_at(epoch: u64, candidate: &str, data_epoch: u64, offset: u64) -> Event {
-    Event::Message {
-        from: candidate.into(),
-        msg: Message::Offer {
-            epoch,
-            candidate: candidate.into(),
-            offset,
-            data_epoch,
-            forced: false,
-        },
-    }
+    offer_led(epoch, candidate, (data_epoch, offset), None)
 }
 
 fn reject_reason(step: &Step) -> Option<RejectReason> {
@@ -420,6 +412,7 @@ fn an_operator_makes_a_node_below_its_floor_stand_and_voters_waive_their_floors(
             offset: 0,
             data_epoch: 0,
             forced: true,
+            led: None,
         },
     };
     let step = voter.handle(1_300, forced);
@@ -444,6 +437,7 @@ fn a_forced_offer_never_deposes_a_live_primary() {
             offset: 0,
             data_epoch: 0,
             forced: true,
+            led: None,
         },
     };
     let step = voter.handle(200, forced);
@@ -492,6 +486,7 @@ fn replica_says(from: &str, epoch: u64, position: (u64, u64), floor: Option<(u64
             echo: 0,
             priority: 100,
             floor,
+            unled: false,
         }),
     }
 }
@@ -630,6 +625,140 @@ fn an_elector_that_died_before_claiming_a_join_votes_with_what_its_data_node_may
         step.persist.is_some(),
         "a candidate holding the joined stream's 700 gets the vote: {step:?}"
     );
+}
+
+#[test]
+fn the_joined_epochs_own_primary_frees_an_unclaimed_join_by_saying_it_never_led_that_epoch() {
+    // §6.10 (simulator, two nodes, seed 1071): n3 won epoch 2 and its
+    // elector died before it promoted its data node, so epoch 2's stream
+    // never began; n2 had set out to follow it and read 700 in a stream no
+    // record names. Counted as epoch 2's, that reading refused n3 for ever.
+    let durable = died_while_joining();
+    assert_eq!(durable.joining_primary.as_deref(), Some("n3"));
+    let vote = |candidate: &str, led: Option<u64>| {
+        let mut n = restarted(durable.clone());
+        n.handle(5_001, reading(700, 1, false, stream("s3"), 0));
+        let step = n.handle(9_000, offer_led(3, candidate, (1, 800), led));
+        reject_reason(&step)
+    };
+    assert_eq!(
+        vote("n3", Some(1)),
+        None,
+        "the primary that never led epoch 2"
+    );
+    assert_eq!(
+        vote("n3", None),
+        Some(RejectReason::CandidateBehind),
+        "an offer that cannot say what it led frees nothing"
+    );
+    assert_eq!(
+        vote("n3", Some(2)),
+        Some(RejectReason::CandidateBehind),
+        "a primary that told its data node to take writes in epoch 2"
+    );
+    assert_eq!(
+        vote("n1", Some(1)),
+        Some(RejectReason::CandidateBehind),
+        "only the joined epoch's primary can say its stream never began"
+    );
+}
+
+/// A heartbeat of `from`, a replica in `epoch` that knows no primary,
+/// saying whether it ever told its data node to take writes there (§6.10).
+fn unled_says(from: &str, epoch: u64, unled: bool) -> Event {
+    let mut event = replica_says(from, epoch, (1, 800), None);
+    if let Event::Message {
+        msg: Message::Hb(hb),
+        ..
+    } = &mut event
+    {
+        hb.primary = None;
+        hb.unled = unled;
+    }
+    event
+}
+
+#[test]
+fn the_joined_epochs_primary_saying_it_never_led_that_epoch_frees_the_join_for_every_candidate() {
+    // §6.10 (simulator seed 7951): the new primary's disk failed before it
+    // promoted, so it could not stand; its heartbeat still says the joined
+    // stream never began, and then any candidate holding the older stream
+    // can be elected.
+    let durable = died_while_joining();
+    let vote = |heard: Event| {
+        let mut n = restarted(durable.clone());
+        n.handle(5_001, reading(700, 1, false, stream("s3"), 0));
+        n.handle(5_100, heard);
+        n.settle_writes(5_101);
+        let step = n.handle(9_000, offer_led(4, "n1", (1, 800), Some(0)));
+        (step.persist.is_some(), reject_reason(&step))
+    };
+    assert_eq!(
+        vote(unled_says("n3", 2, true)),
+        (true, None),
+        "n3 never led epoch 2: the vote is written"
+    );
+    assert_eq!(
+        vote(unled_says("n3", 2, false)),
+        (false, Some(RejectReason::CandidateBehind)),
+        "a heartbeat without the flag says nothing"
+    );
+    assert_eq!(
+        vote(unled_says("n1", 2, true)),
+        (false, Some(RejectReason::CandidateBehind)),
+        "only the joined epoch's primary can say its stream never began"
+    );
+    assert_eq!(
+        vote(unled_says("n3", 3, true)),
+        (false, Some(RejectReason::CandidateBehind)),
+        "never leading epoch 3 says nothing of epoch 2"
+    );
+}
+
+#[test]
+fn a_node_records_the_epoch_it_leads_before_its_data_node_takes_writes() {
+    // §6.10: the grant that makes the data node writable waits for the
+    // write that records `led` (at a win with the lease in hand, the
+    // epoch's own write; here the lease comes a heartbeat later).
+    let mut n = elected_primary();
+    assert_eq!(
+        n.core.state.led,
+        Some(0),
+        "won, fenced, not yet told to take writes"
+    );
+    let is_promotion =
+        |a: &Action| matches!(a, Action::Apply { target, .. } if *target == GrantTarget::Primary);
+    let leased = n.handle(410, heartbeat("n2", 1, Some("n1"), 402));
+    assert_eq!(leased.persist.as_ref().and_then(|p| p.state.led), Some(1));
+    assert!(
+        !leased.left.iter().any(is_promotion),
+        "made writable before `led` was durable: {leased:?}"
+    );
+    let released = n.persist_done(411, &leased).expect("a write was asked");
+    assert!(
+        released.left.iter().any(is_promotion),
+        "made writable once `led` is durable: {released:?}"
+    );
+}
+
+#[test]
+fn a_promotion_whose_led_write_fails_leaves_led_as_it_was() {
+    // §6.10 (simulator seed 158): the disk failed as the new primary was to
+    // promote; its data node was never told, so its OFFER must not say it
+    // led the epoch, or the joins of those who set out to follow it could
+    // never be freed.
+    let mut n = elected_primary();
+    let leased = n.handle(410, heartbeat("n2", 1, Some("n1"), 402));
+    let seq = leased.persist.as_ref().expect("`led` is written").seq;
+    assert_eq!(n.core.state.led, Some(1));
+    n.handle(
+        415,
+        Event::PersistFailed {
+            seq,
+            error: "EIO".into(),
+        },
+    );
+    assert_eq!(n.core.state.led, Some(0));
 }
 
 #[test]

@@ -8,15 +8,17 @@ fn a_new_primary_stays_fenced_until_a_quorum_echoes_its_stamp() {
     let mut n = elected_primary();
     assert_eq!(n.core.role(), Role::Primary);
     assert!(n.core.fenced());
-    let step = n.handle(410, heartbeat("n2", 1, Some("n1"), 402));
+    let leased = n.handle(410, heartbeat("n2", 1, Some("n1"), 402));
     assert!(!n.core.fenced());
+    // The data node is told once `led` is durable (§6.10).
+    let step = n.persist_done(410, &leased).expect("`led` is written");
     assert!(
         step.targets()
             .iter()
             .any(|(_, t)| *t == DataNodeTarget::Primary),
         "{step:?}"
     );
-    assert!(step.notices().iter().any(|n| matches!(
+    assert!(leased.notices().iter().any(|n| matches!(
         n,
         Notice::Unfenced {
             reason: Reason::WonElection,

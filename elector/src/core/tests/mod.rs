@@ -212,14 +212,26 @@ pub(super) fn node(me: &str) -> Node {
 }
 
 pub(super) fn offer(epoch: u64, candidate: &str, offset: u64) -> Event {
+    offer_led(epoch, candidate, (0, offset), None)
+}
+
+/// An OFFER from `candidate` at `(data_epoch, offset)` saying it last told
+/// its data node to take writes in epoch `led` (§6.10).
+pub(super) fn offer_led(
+    epoch: u64,
+    candidate: &str,
+    (data_epoch, offset): (u64, u64),
+    led: Option<u64>,
+) -> Event {
     Event::Message {
         from: candidate.into(),
         msg: Message::Offer {
             epoch,
             candidate: candidate.into(),
             offset,
-            data_epoch: 0,
+            data_epoch,
             forced: false,
+            led,
         },
     }
 }
@@ -242,6 +254,7 @@ pub(super) fn heartbeat(from: &str, epoch: u64, primary: Option<&str>, echo: u64
             echo,
             priority: 100,
             floor: None,
+            unled: false,
         }),
     }
 }
@@ -270,8 +283,10 @@ pub(super) fn elected_primary() -> Node {
 /// A writable primary (n1, epoch 1) that holds its lease.
 pub(super) fn writable_primary() -> Node {
     let mut n = elected_primary();
-    n.handle(410, heartbeat("n2", 1, Some("n1"), 402));
+    let leased = n.handle(410, heartbeat("n2", 1, Some("n1"), 402));
     assert!(!n.core.fenced());
+    // The promotion waits for the write that records `led` (§6.10).
+    n.persist_done(410, &leased);
     n
 }
 

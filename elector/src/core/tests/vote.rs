@@ -145,6 +145,7 @@ fn peers_stop_vouching_for_a_primary_that_stays_fenced() {
             echo: 0,
             priority: 100,
             floor: None,
+            unled: false,
         }),
     };
     n.handle(100, hb(100, false));

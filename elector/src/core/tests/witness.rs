@@ -54,6 +54,7 @@ fn primary_hb(from: &str, epoch: u64, offset: u64, stamp: u64) -> Event {
             echo: 0,
             priority: 100,
             floor: None,
+            unled: false,
         }),
     }
 }
@@ -76,21 +77,13 @@ fn data_hb(from: &str, epoch: u64, offset: u64, primary: Option<&str>) -> Event 
             echo: 0,
             priority: 100,
             floor: None,
+            unled: false,
         }),
     }
 }
 
 fn offer_at(epoch: u64, candidate: &str, data_epoch: u64, offset: u64) -> Event {
-    Event::Message {
-        from: candidate.into(),
-        msg: Message::Offer {
-            epoch,
-            candidate: candidate.into(),
-            offset,
-            data_epoch,
-            forced: false,
-        },
-    }
+    offer_led(epoch, candidate, (data_epoch, offset), None)
 }
 
 fn reject_reason(step: &Step) -> Option<RejectReason> {

@@ -12,7 +12,7 @@ use super::{Close, Inbound, Shared};
 use crate::net::auth::unix_ms_now;
 use crate::net::codec::{self, Limits};
 use crate::net::fingerprint::Fingerprint;
-use crate::protocol::{heartbeat_reads_floors, Message, NodeId};
+use crate::protocol::{heartbeat_form, Message, NodeId};
 use crate::tls::peer::{identity_mismatch, presented_names};
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -271,8 +271,8 @@ pub(super) async fn read_connection<S: AsyncRead + Unpin>(
                     );
                 }
                 (Some(from), _) => {
-                    if let Some(reads) = heartbeat_reads_floors(&opened.fields) {
-                        shared.peer_reads_floors(from, reads);
+                    if let Some(form) = heartbeat_form(&opened.fields) {
+                        shared.peer_reads(from, form);
                     }
                     shared.metrics.message_in(msg.kind());
                     let item = Inbound {

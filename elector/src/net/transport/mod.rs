@@ -23,9 +23,9 @@ use crate::api::metrics::Metrics;
 use crate::net::auth::Authenticator;
 use crate::net::codec;
 use crate::net::fingerprint::Fingerprint;
-use crate::protocol::{Message, NodeId};
+use crate::protocol::{Message, NodeId, PeerForm};
 use crate::tls::peer::PeerTls;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -164,10 +164,10 @@ pub(crate) struct Shared {
     /// keeps one outbound connection, so only its newest is read (§3.3).
     pub(crate) newest: HashMap<NodeId, watch::Sender<u64>>,
     pub(crate) timings: LinkTimings,
-    /// Peers whose latest heartbeat said they do not read the floor fields
-    /// (an elector from before them, during a binary upgrade): they get
-    /// the short form (protocol §3.8).
-    pub(crate) short_form: Mutex<HashSet<NodeId>>,
+    /// Peers whose latest heartbeat said they do not read every field this
+    /// version sends (an elector from before them, during a binary
+    /// upgrade), and the form they read (protocol §3.8).
+    pub(crate) short_form: Mutex<HashMap<NodeId, PeerForm>>,
     /// Mutual TLS on every connection (`tls.election`), or plain TCP.
     pub(crate) tls: Option<Arc<PeerTls>>,
 }
@@ -199,31 +199,32 @@ impl Shared {
         }
     }
 
-    /// Notes whether `peer`'s latest heartbeat reads the floor fields.
-    pub(crate) fn peer_reads_floors(&self, peer: &str, reads: bool) {
+    /// Notes which form `peer`'s latest heartbeat says it reads.
+    pub(crate) fn peer_reads(&self, peer: &str, form: PeerForm) {
         let mut short = self.short_form.lock().unwrap_or_else(|e| e.into_inner());
-        let changed = if reads {
-            short.remove(peer)
+        let before = short.get(peer).copied().unwrap_or(PeerForm::Full);
+        if form == PeerForm::Full {
+            short.remove(peer);
         } else {
-            short.insert(peer.to_string())
-        };
-        if changed {
+            short.insert(peer.to_string(), form);
+        }
+        if before != form {
             tracing::info!(
-                %peer, reads_floors = reads,
-                "peer's elector version changed: sending it the {} form (protocol §3.8)",
-                if reads { "full" } else { "short" }
+                %peer, ?form,
+                "peer's elector version changed: sending it the form it reads (protocol §3.8)"
             );
         }
     }
 
-    /// Whether `peer` gets the full form: until its first heartbeat says
-    /// otherwise, it does (§3.8).
-    fn reads_floors(&self, peer: &str) -> bool {
-        !self
-            .short_form
+    /// The form `peer` gets: until its first heartbeat says otherwise, the
+    /// full one (§3.8).
+    fn form_for(&self, peer: &str) -> PeerForm {
+        self.short_form
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(peer)
+            .get(peer)
+            .copied()
+            .unwrap_or(PeerForm::Full)
     }
 }
 
@@ -365,7 +366,7 @@ pub(crate) fn start_with_tls(
 /// Seals `msg` for `to` (a fresh authentication sequence number) and frames
 /// it, in the form `to` reads (§3.8).
 fn encode(msg: &Message, to: &str, shared: &Shared) -> Vec<u8> {
-    let fields = msg.to_fields_for(shared.reads_floors(to));
+    let fields = msg.to_fields_for(shared.form_for(to));
     let fields = shared.auth.lock().expect("auth lock").seal(to, fields);
     codec::encode_owned(&fields)
 }
