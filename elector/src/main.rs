@@ -194,7 +194,10 @@ fn main() -> ExitCode {
                     None => return ExitCode::FAILURE,
                 }
             }
-            let problems = config::check_cluster(&loaded);
+            let (problems, warnings) = config::check_cluster(&loaded);
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
             for p in &problems {
                 eprintln!("{p}");
             }
@@ -500,6 +503,9 @@ fn watchdog(
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
+    // The watchdog dials the data node too: a renewed data_node.tls
+    // certificate is taken here as in the elector, without a restart.
+    runtime.spawn(loaded.config.data_node_tls_reloader());
     runtime.block_on(elector::watchdog::run(loaded.config));
     Ok(())
 }

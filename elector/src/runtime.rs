@@ -110,7 +110,14 @@ pub async fn run(
         })
     };
     let ports_tls = crate::tls::PortsTls::load(&config)?;
-    tokio::spawn(ports_tls.reloader().run());
+    // `data_node.tls` is re-read with our ports' files: every clone of it
+    // (the adapter's, the tether's) shares what a reload replaces.
+    tokio::spawn(
+        ports_tls
+            .reloader()
+            .with(config.data_node_tls_section())
+            .run(),
+    );
     let election_listener = bind("election", &config.listen.election)?;
     let api_listener = bind("api", &config.listen.api)?;
     let sentinel_listener = match &config.listen.sentinel {

@@ -76,7 +76,10 @@ fn the_cli_reads_status_and_switches_over_through_apis_served_over_tls() {
     other.issue("client", &["stranger"], "stranger");
     let cluster = Cluster::start_with_node_extra(Backend::Redis, 3, SHORT_TIMINGS, &|id| {
         let client_ca = match id {
-            "n3" => format!(", client_ca_file: {}", pki.file("ca.crt")),
+            "n3" => format!(
+                ", client_ca_file: {ca}, ca_file: {ca}",
+                ca = pki.file("ca.crt")
+            ),
             _ => String::new(),
         };
         format!(
@@ -157,13 +160,27 @@ fn the_cli_reads_status_and_switches_over_through_apis_served_over_tls() {
         "the API refused the certificate of --cert-file",
     );
 
-    // From n3's config alone: https and its client_ca_file as the CA.
+    // From n3's config alone: https and its tls.api.ca_file as the CA.
     let config = cluster.nodes[2].dir.join("elector.yaml");
     let config = config.display().to_string();
     let out = elector(&[&["status", "--json", "--config", &config][..], &client[..]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     let derived: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
     assert_eq!(derived["node_id"], "n3");
+    // n1's config names no tls.api.ca_file: no CA is guessed for it.
+    let n1_config = cluster.nodes[0].dir.join("elector.yaml");
+    let out = elector(&[
+        "status",
+        "--json",
+        "--config",
+        &n1_config.display().to_string(),
+    ]);
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("that config's tls.api.ca_file"),
+        "{}",
+        stderr(&out)
+    );
 
     // A switchover asked of the replica, to itself: it names the primary,
     // which the CLI asks next, over TLS as well.

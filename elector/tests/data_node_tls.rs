@@ -6,6 +6,7 @@
 //! over TLS too (`tls-replication yes`), through the replication gate,
 //! which forwards the TLS bytes as it forwards any (protocol §6.10).
 //! kevy 7.0.0 has no TLS: `check-config` refuses `data_node.tls` for it.
+//! A client certificate replaced on disk is taken without a restart.
 
 mod support;
 
@@ -15,7 +16,8 @@ use std::time::{Duration, Instant};
 
 /// A throw-away PKI in a directory: `ca.crt`, `server.crt`/`server.key`
 /// (for `localhost` and `127.0.0.1`), `client.crt`/`client.key` (mode
-/// 0600), and `wrong-ca.crt`, a CA that signed none of them.
+/// 0600), `wrong-ca.crt`, a CA that signed none of them, and
+/// `stranger.crt`/`stranger.key`, a client certificate that CA signed.
 struct Pki {
     dir: PathBuf,
 }
@@ -55,7 +57,15 @@ impl Pki {
             write(&format!("{name}.key"), key.serialize_pem(), 0o600);
         }
         write("ca.crt", ca.pem(), 0o644);
-        write("wrong-ca.crt", new_ca("another CA").0.pem(), 0o644);
+        let (wrong_ca, wrong_key) = new_ca("another CA");
+        let key = rcgen::KeyPair::generate().unwrap();
+        let stranger = rcgen::CertificateParams::new(vec!["elector".to_string()])
+            .unwrap()
+            .signed_by(&key, &wrong_ca, &wrong_key)
+            .unwrap();
+        write("stranger.crt", stranger.pem(), 0o644);
+        write("stranger.key", key.serialize_pem(), 0o600);
+        write("wrong-ca.crt", wrong_ca.pem(), 0o644);
         Pki {
             dir: dir.to_path_buf(),
         }
@@ -63,6 +73,18 @@ impl Pki {
 
     fn file(&self, name: &str) -> String {
         self.dir.join(name).display().to_string()
+    }
+
+    /// Copies `name.crt`/`name.key` to `live.crt`/`live.key`, written aside
+    /// and renamed over, as a renewal tool replaces a certificate.
+    fn install_live(&self, name: &str) {
+        use std::os::unix::fs::PermissionsExt as _;
+        for ext in ["key", "crt"] {
+            let aside = self.dir.join(format!("live.{ext}.new"));
+            std::fs::copy(self.dir.join(format!("{name}.{ext}")), &aside).unwrap();
+            std::fs::set_permissions(&aside, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::fs::rename(&aside, self.dir.join(format!("live.{ext}"))).unwrap();
+        }
     }
 }
 
@@ -78,11 +100,14 @@ enum Setup {
     WrongCa,
     /// `tls-auth-clients yes`; the electors have no client certificate.
     NoClientCert,
+    /// `tls-auth-clients yes`; the electors present `live.crt`, at first
+    /// a copy of `stranger.crt` (from a CA the data nodes do not trust).
+    Renewed,
 }
 
 fn redis_server(port: u16, dir: &Path, pki: &Pki, setup: Setup) -> Child {
     let auth_clients = match setup {
-        Setup::Mutual | Setup::NoClientCert => "yes",
+        Setup::Mutual | Setup::NoClientCert | Setup::Renewed => "yes",
         Setup::ServerOnly | Setup::WrongCa => "no",
     };
     Command::new("redis-server")
@@ -149,6 +174,15 @@ fn tls_section(pki: &Pki, setup: Setup) -> String {
             pki.file("client.key")
         ),
         Setup::WrongCa => format!("{{ ca_file: {} }}", pki.file("wrong-ca.crt")),
+        Setup::Renewed => {
+            pki.install_live("stranger");
+            format!(
+                "{{ ca_file: {}, cert_file: {}, key_file: {}, server_name: localhost }}",
+                pki.file("ca.crt"),
+                pki.file("live.crt"),
+                pki.file("live.key")
+            )
+        }
     }
 }
 
@@ -209,6 +243,17 @@ fn start_pair(setup: Setup) -> Pair {
 impl Pair {
     fn log(&self, what: &str, i: usize) -> String {
         support::sidecar_log(self.dir.path(), what, i)
+    }
+
+    /// Waits until both electors logged their data node unusable; the
+    /// first one's log.
+    fn wait_until_both_refused(&self) -> String {
+        support::wait_until(
+            Duration::from_secs(30),
+            || (0..2).all(|i| self.log("run", i).contains("data node unusable")),
+            "both electors to log the refused connection",
+        );
+        self.log("run", 0)
     }
 
     /// Waits until one data node is a master and the other its replica
@@ -296,13 +341,47 @@ fn a_wrong_ca_is_refused_and_the_log_names_the_ca_file() {
 #[test]
 fn a_redis_that_requires_a_client_certificate_is_named_as_the_cause() {
     let pair = start_pair(Setup::NoClientCert);
-    support::wait_until(
-        Duration::from_secs(30),
-        || (0..2).all(|i| pair.log("run", i).contains("data node unusable")),
-        "both electors to log the refused connection",
-    );
-    let log = pair.log("run", 0);
+    let log = pair.wait_until_both_refused();
     assert!(log.contains("requires a client certificate"), "{log}");
+}
+
+/// The client certificate is replaced on disk while the electors and
+/// their watchdogs run: they take it for their next connections (the file
+/// watch, as for our own ports' TLS), and the pair elects a primary with
+/// no restart. The control is the first half: with the certificate from
+/// the untrusted CA both are refused and nothing is promoted.
+#[test]
+fn a_data_node_client_certificate_replaced_on_disk_is_used_without_a_restart() {
+    let pair = start_pair(Setup::Renewed);
+    let log = pair.wait_until_both_refused();
+    assert!(
+        log.contains("refused our client certificate (data_node.tls.cert_file)"),
+        "{log}"
+    );
+    for port in pair.ports {
+        let info = replication(port, &pair.pki).expect("the right certificate works");
+        assert!(info.contains("role:slave"), "nothing promoted yet: {info}");
+    }
+
+    pair.pki.install_live("client");
+    pair.wait_for_primary_and_replica_through_the_gate();
+    for i in 0..2 {
+        let log = pair.log("run", i);
+        assert!(
+            log.contains("TLS certificates re-read") && log.contains("data_node.tls"),
+            "{log}"
+        );
+        // The watchdog, which dials the data node to fence it, re-reads
+        // the files as well (it logs its reach only at start).
+        support::wait_until(
+            Duration::from_secs(10),
+            || {
+                let log = pair.log("watchdog", i);
+                log.contains("TLS certificates re-read") && log.contains("data_node.tls")
+            },
+            "the watchdog to re-read data_node.tls",
+        );
+    }
 }
 
 /// `elector check-config` on `yaml` (written beside `dir`'s PKI): its exit

@@ -4,6 +4,11 @@
 //! SIGKILL-of-the-primary to (a) the first SET accepted by the new primary and
 //! (b) the first SET acknowledged by a replica (WAIT 1).
 //!
+//! `election_tls_against_plain_side_by_side` measures the cost of mutual
+//! TLS on the election transport (`tls.election`) in one run: the electors'
+//! CPU over a steady window, then durable failover, each with and without,
+//! alternating (env `BENCH_RUNS`, default 5; `BENCH_CPU_SECS`, default 10).
+//!
 //! `sentinel_and_elector_failover_side_by_side` measures the elector and a
 //! real Redis Sentinel deployment (3 redis-server + 3 redis-sentinel) the same
 //! way in one run: SIGKILL of the primary to the first SET accepted by the
@@ -13,11 +18,17 @@
 mod support;
 
 use std::time::{Duration, Instant};
+use support::pki::{election_tls, Pki};
 use support::sentinel_peer::{SentinelPeer, MASTER_NAME};
 use support::{acked_write, try_connect, Backend, Cluster, DEFAULT_TIMINGS, SHORT_TIMINGS};
 
 fn one_run(backend: Backend, timings: (&str, u64)) -> (u64, u64) {
-    let mut cluster = Cluster::start_with(backend, 3, timings);
+    kill_and_time(&mut Cluster::start_with(backend, 3, timings))
+}
+
+/// SIGKILL of `cluster`'s primary to (a) the first SET a survivor accepts
+/// and (b) the first one a replica acknowledges (WAIT 1), in ms.
+fn kill_and_time(cluster: &mut Cluster) -> (u64, u64) {
     let old = cluster.wait_primary(Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(500));
     let t0 = Instant::now();
@@ -224,4 +235,65 @@ fn sentinel_and_elector_failover_side_by_side() {
         "ratio of medians elector / redis-sentinel: {:.2}",
         spread(&elector).0 as f64 / spread(&sentinel).0 as f64
     );
+}
+
+/// User plus system CPU time of process `pid` so far, in ms (`/proc`).
+fn cpu_ms(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("the elector runs");
+    // Fields after the command (in parentheses, which may hold spaces).
+    let rest = &stat[stat.rfind(')').expect("stat") + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    let hz = 100; // USER_HZ on Linux
+    ticks * 1000 / hz
+}
+
+/// The three electors' CPU over `secs` of steady state (a primary, two
+/// replicas, heartbeats every 50 ms), in ms, then a durable failover.
+fn tls_or_plain_run(tls: Option<&Pki>, secs: u64) -> (u64, u64) {
+    let mut cluster = match tls {
+        Some(pki) => Cluster::start_with_node_extra(Backend::Redis, 3, SHORT_TIMINGS, &|id| {
+            format!("tls:\n{}", election_tls(pki, id))
+        }),
+        None => Cluster::start_with(Backend::Redis, 3, SHORT_TIMINGS),
+    };
+    cluster.wait_primary(Duration::from_secs(30));
+    std::thread::sleep(Duration::from_secs(1));
+    let pids: Vec<u32> = cluster
+        .nodes
+        .iter()
+        .map(|n| n.elector.as_ref().expect("running").id())
+        .collect();
+    let before: u64 = pids.iter().map(|p| cpu_ms(*p)).sum();
+    std::thread::sleep(Duration::from_secs(secs));
+    let cpu = pids.iter().map(|p| cpu_ms(*p)).sum::<u64>() - before;
+    (cpu, kill_and_time(&mut cluster).1)
+}
+
+#[test]
+#[ignore = "measurement, not a check: run explicitly"]
+fn election_tls_against_plain_side_by_side() {
+    support::require("redis-server");
+    let runs: usize = env_or("BENCH_RUNS", 5);
+    let secs: u64 = env_or("BENCH_CPU_SECS", 10);
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path());
+    for id in ["n1", "n2", "n3"] {
+        pki.issue(id, &[id], id);
+    }
+    let (mut plain, mut tls) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        plain.push(tls_or_plain_run(None, secs));
+        tls.push(tls_or_plain_run(Some(&pki), secs));
+    }
+    for (name, v) in [("plain", &plain), ("tls.election", &tls)] {
+        summary(
+            &format!("{name}: 3 electors' CPU over {secs} s steady"),
+            v.iter().map(|r| r.0).collect(),
+        );
+        summary(
+            &format!("{name}: kill -> first SET+WAIT 1"),
+            v.iter().map(|r| r.1).collect(),
+        );
+    }
 }

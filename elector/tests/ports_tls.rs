@@ -240,6 +240,21 @@ fn a_member_with_another_ids_certificate_or_without_tls_is_refused() {
         let peer = cluster.peer_in(i, other).expect("listed");
         assert_eq!(peer["alive"], false, "{peer}");
     }
+    // Both sides say why: n1 its failed handshake, n3 (plain) that its
+    // peer speaks TLS.
+    let log = |dir: &std::path::Path, id: &str| {
+        std::fs::read_to_string(dir.join(format!("elector-{id}.log"))).unwrap()
+    };
+    let n1 = log(&cluster.nodes[0].dir, "n1");
+    assert!(n1.contains("failed (tls.election)"), "n1's log names TLS");
+    support::wait_until(
+        Duration::from_secs(10),
+        || {
+            log(&cluster.nodes[2].dir, "n3")
+                .contains("the peer speaks TLS (tls.election is set there and not here)")
+        },
+        "n3 to name its TLS peers' ClientHello",
+    );
 
     // A certificate for n2 with a HELLO that claims n3.
     let port = cluster.nodes[0].election_port;

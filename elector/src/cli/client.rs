@@ -26,7 +26,7 @@ use crate::tls::files::{provider, read_identity, read_roots, IdentityKeys};
 pub struct ApiTlsArgs {
     /// PEM CA certificate(s) the API's certificate must chain to; needed
     /// for an `https://` address (default with --config: that config's
-    /// `tls.api.client_ca_file`, else its `tls.election.ca_file`).
+    /// `tls.api.ca_file`).
     #[arg(long, value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
     /// PEM client certificate (chain) to present when the API requires one
@@ -118,7 +118,8 @@ impl ApiClient {
     }
 
     /// Like [`ApiClient::new`], a node's config filling in --ca-file when
-    /// it serves its API with `tls.api` ([`config_ca_file`]).
+    /// it serves its API with `tls.api` and names a `ca_file`
+    /// ([`config_ca_file`]).
     pub fn for_config(
         args: &ApiTlsArgs,
         config: Option<&crate::config::Config>,
@@ -268,13 +269,10 @@ pub fn inherit_scheme(asked: &str, other: &str) -> String {
 }
 
 /// The CA file a config offers for its own API when no --ca-file is
-/// given: `tls.api.client_ca_file` (with client certificates the API's
-/// clients and servers usually share one CA), else `tls.election.ca_file`.
+/// given: `tls.api.ca_file`, the CA the config says the API's clients
+/// should trust. Nothing else stands in for it: `client_ca_file` verifies
+/// clients and `tls.election.ca_file` the members, and either may be
+/// another CA than the one that signed the API's certificate.
 pub fn config_ca_file(config: &crate::config::Config) -> Option<&Path> {
-    config
-        .tls
-        .api
-        .as_ref()
-        .and_then(|a| a.client_ca_file.as_deref())
-        .or_else(|| config.tls.election.as_ref().map(|e| e.ca_file.as_path()))
+    config.tls.api.as_ref().and_then(|a| a.ca_file.as_deref())
 }

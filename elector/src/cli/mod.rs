@@ -60,7 +60,7 @@ pub enum CliError {
     TlsFile(#[from] crate::tls::files::TlsFileError),
     #[error("{0}")]
     Usage(String),
-    #[error("{url}: an https:// address needs --ca-file, the CA the API's certificate chains to")]
+    #[error("{url}: an https:// address needs --ca-file, the CA the API's certificate chains to (or, with --config, that config's tls.api.ca_file)")]
     HttpsNeedsCa { url: String },
     #[error("{url}: the API's certificate is not trusted by --ca-file {}: {detail}", ca_file.display())]
     Untrusted {

@@ -318,11 +318,15 @@ fn check_password_source(
     }
 }
 
-/// The problems of several nodes' configs taken together (`check-config`
-/// on a whole cluster): one node per file, and the same fingerprint
-/// everywhere, else the odd nodes refuse each other's HELLO at run time.
-pub fn check_cluster(configs: &[(PathBuf, Config)]) -> Vec<String> {
+/// The problems and warnings of several nodes' configs taken together
+/// (`check-config` on a whole cluster): one node per file, and the same
+/// fingerprint everywhere, else the odd nodes refuse each other's HELLO at
+/// run time; and TLS on our ports alike on every member, which the
+/// fingerprint does not carry ([`super::ports_tls::check_cluster`]).
+pub fn check_cluster(configs: &[(PathBuf, Config)]) -> (Vec<String>, Vec<String>) {
     let mut problems = Vec::new();
+    let mut warnings = Vec::new();
+    super::ports_tls::check_cluster(configs, &mut problems, &mut warnings);
     let mut ids = BTreeSet::new();
     for (path, c) in configs {
         if !ids.insert(c.node_id.as_str()) {
@@ -347,5 +351,5 @@ pub fn check_cluster(configs: &[(PathBuf, Config)]) -> Vec<String> {
             }
         }
     }
-    problems
+    (problems, warnings)
 }

@@ -566,6 +566,23 @@ impl Config {
         }
     }
 
+    /// The loaded `data_node.tls` as a section the TLS reloader watches;
+    /// every clone of it (in [`DataNodeConfig::credentials`]) takes what a
+    /// reload reads.
+    pub(crate) fn data_node_tls_section(
+        &self,
+    ) -> Option<std::sync::Arc<dyn crate::tls::Reloadable>> {
+        let tls = self.data_node.as_ref()?.tls_loaded.clone()?;
+        Some(std::sync::Arc::new(tls))
+    }
+
+    /// Re-reads `data_node.tls` on `SIGHUP` and when its files change, for
+    /// a process that serves none of our ports (the watchdog); `elector
+    /// run` watches it with its ports' TLS. Returns at once without it.
+    pub fn data_node_tls_reloader(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        crate::tls::Reloader::new(self.data_node_tls_section().into_iter().collect()).run()
+    }
+
     /// This node is a witness (its own peer entry says so).
     pub fn is_witness(&self) -> bool {
         self.peer(&self.node_id).is_some_and(|p| p.witness)

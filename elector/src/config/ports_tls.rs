@@ -48,6 +48,15 @@ pub struct ServerTlsConfig {
     /// certificate that chains to one of them, or the handshake fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ca_file: Option<PathBuf>,
+    /// PEM CA certificate(s) `cert_file` chains to: what this port's
+    /// clients should trust. Not used to serve. In `tls.api`, the CLI
+    /// given this config (`status`, `switchover`, `accept-data-loss`
+    /// `--config`) trusts it in place of --ca-file. `check-config` refuses
+    /// it missing or without a PEM certificate, and warns when `cert_file`
+    /// does not chain to it. Distinct from `client_ca_file`, which
+    /// verifies the clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
 }
 
 /// The election transport's mutual TLS: one CA for every member.
@@ -95,6 +104,16 @@ pub(super) fn check(config: &Config, errors: &mut Vec<String>, warnings: &mut Ve
                 if let Some(ca) = &cfg.client_ca_file {
                     warnings.extend(super::expiry_warnings(keys.client_ca, ca, now));
                 }
+                if let Some(ca) = &cfg.ca_file {
+                    match server::chain_problem(cfg, ca, keys) {
+                        Err(e) => errors.push(e.to_string()),
+                        Ok(Some(why)) => warnings.push(format!(
+                            "{} does not chain to {} ({why}): clients that trust it would refuse this port",
+                            keys.cert, keys.ca
+                        )),
+                        Ok(None) => warnings.extend(super::expiry_warnings(keys.ca, ca, now)),
+                    }
+                }
                 if keys.section == server::API_KEYS.section {
                     if let Some(why) = crate::tls::pinned::watchdog_refusal(cfg) {
                         warnings.push(format!(
@@ -124,6 +143,70 @@ pub(super) fn check(config: &Config, errors: &mut Vec<String>, warnings: &mut Ve
                 &cfg.ca_file,
                 now,
             ));
+        }
+    }
+}
+
+/// What `check-config` on a whole cluster's files says about `tls`, none
+/// of which the fingerprint carries (protocol §3.7 leaves transport
+/// security out of it): `tls.election` on some members and not on others
+/// is a problem (each side fails the other's handshake: the TLS side logs
+/// `tls_handshake`, the plain side a garbled frame), and so is a member's
+/// certificate that another member's `ca_file` does not accept; `tls.api`
+/// on some members only is a warning (`elector status` and a switchover
+/// redirect reach the others with the asked node's scheme).
+pub(super) fn check_cluster(
+    configs: &[(std::path::PathBuf, Config)],
+    problems: &mut Vec<String>,
+    warnings: &mut Vec<String>,
+) {
+    let split = |on: &dyn Fn(&Config) -> bool| {
+        let (with, without): (Vec<_>, Vec<_>) = configs.iter().partition(|(_, c)| on(c));
+        let names = |v: &[&(std::path::PathBuf, Config)]| {
+            v.iter()
+                .map(|(p, c)| format!("{} ({})", c.node_id, p.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        (!with.is_empty() && !without.is_empty()).then(|| (names(&with), names(&without)))
+    };
+    if let Some((with, without)) = split(&|c| c.tls.election.is_some()) {
+        problems.push(format!(
+            "tls.election is set on {with} but not on {without}: a member with mutual TLS and one without refuse each other's connections at the handshake, and the fingerprint does not carry TLS to say so; set it on every member or on none"
+        ));
+    }
+    if let Some((with, without)) = split(&|c| c.tls.api.is_some()) {
+        warnings.push(format!(
+            "tls.api is set on {with} but not on {without}: `elector status` and a switchover redirect reach every member with the asked node's scheme, so the others look unreachable (docs/security.md \"The CLI over TLS\"); serve it on every member or on none"
+        ));
+    }
+    for (path, c) in configs {
+        let Some(ours) = &c.tls.election else {
+            continue;
+        };
+        let Ok(roots) = crate::tls::files::read_roots("tls.election.ca_file", &ours.ca_file) else {
+            continue; // refused by that file's own check
+        };
+        for (other_path, other) in configs {
+            let Some(theirs) = other
+                .tls
+                .election
+                .as_ref()
+                .filter(|_| other.node_id != c.node_id)
+            else {
+                continue;
+            };
+            if let Some(why) = peer::chain_problem(&roots, &theirs.cert_file) {
+                problems.push(format!(
+                    "{}'s tls.election.cert_file ({}) does not chain to {}'s tls.election.ca_file ({}): {why}; {} would refuse {} at the handshake",
+                    other.node_id,
+                    other_path.display(),
+                    c.node_id,
+                    path.display(),
+                    c.node_id,
+                    other.node_id
+                ));
+            }
         }
     }
 }

@@ -21,7 +21,7 @@ use crate::config::DataNodeTlsConfig;
 use redis::aio::MultiplexedConnection;
 use rustls::pki_types::ServerName;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::TlsConnector;
@@ -35,13 +35,22 @@ const CLIENT_KEYS: IdentityKeys = IdentityKeys {
     key: "data_node.tls.key_file",
 };
 
-/// The loaded `data_node.tls`: ready to dial with.
+/// The loaded `data_node.tls`: ready to dial with. Clones share one
+/// [`Dial`], which a reload replaces ([`crate::tls::Reloader`], as for our
+/// own ports): each new connection to the data node takes the newest
+/// files; open connections keep their sessions.
 #[derive(Clone)]
 pub(crate) struct DataNodeTls {
+    current: Arc<RwLock<Dial>>,
+    /// What it was loaded from (for equality, `Debug` and reloads).
+    source: DataNodeTlsConfig,
+}
+
+/// What one dial needs: the connector and the name to expect.
+#[derive(Clone)]
+struct Dial {
     connector: TlsConnector,
     server_name: Option<ServerName<'static>>,
-    /// What it was loaded from (for equality and `Debug`).
-    source: DataNodeTlsConfig,
 }
 
 impl std::fmt::Debug for DataNodeTls {
@@ -59,8 +68,44 @@ impl PartialEq for DataNodeTls {
 }
 impl Eq for DataNodeTls {}
 
+impl DataNodeTls {
+    fn dial(&self) -> Dial {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl crate::tls::Reloadable for DataNodeTls {
+    fn section(&self) -> &'static str {
+        "data_node.tls"
+    }
+
+    fn files(&self) -> Vec<std::path::PathBuf> {
+        let s = &self.source;
+        let mut files = vec![s.ca_file.clone()];
+        files.extend(s.cert_file.clone());
+        files.extend(s.key_file.clone());
+        files
+    }
+
+    fn reload(&self) -> Result<(), TlsFileError> {
+        let fresh = build(&self.source)?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+        Ok(())
+    }
+}
+
 /// Reads and checks every file of `cfg` and builds the connector.
 pub(crate) fn load(cfg: &DataNodeTlsConfig) -> Result<DataNodeTls, TlsFileError> {
+    Ok(DataNodeTls {
+        current: Arc::new(RwLock::new(build(cfg)?)),
+        source: cfg.clone(),
+    })
+}
+
+fn build(cfg: &DataNodeTlsConfig) -> Result<Dial, TlsFileError> {
     let roots = read_roots("data_node.tls.ca_file", &cfg.ca_file)?;
     let server_name = cfg
         .server_name
@@ -80,16 +125,15 @@ pub(crate) fn load(cfg: &DataNodeTlsConfig) -> Result<DataNodeTls, TlsFileError>
         }
         _ => builder.with_no_client_auth(),
     };
-    Ok(DataNodeTls {
+    Ok(Dial {
         connector: TlsConnector::from(Arc::new(config)),
         server_name,
-        source: cfg.clone(),
     })
 }
 
 /// The name the data node's certificate must carry: `server_name`, else
 /// the host of `address` (an IP address then needs an IP SAN).
-fn expected_name(tls: &DataNodeTls, address: &str) -> Result<ServerName<'static>, DataNodeError> {
+fn expected_name(tls: &Dial, address: &str) -> Result<ServerName<'static>, DataNodeError> {
     if let Some(name) = &tls.server_name {
         return Ok(name.clone());
     }
@@ -136,7 +180,8 @@ pub(crate) async fn connect(
     tls: &DataNodeTls,
     redis: &redis::RedisConnectionInfo,
 ) -> Result<MultiplexedConnection, DataNodeError> {
-    let name = expected_name(tls, address)?;
+    let tls = tls.dial();
+    let name = expected_name(&tls, address)?;
     let tcp = tokio::net::TcpStream::connect(address)
         .await
         .map_err(|e| match e.kind() {

@@ -1,7 +1,8 @@
 //! TLS on the elector's own ports (docs/security.md): the PEM files
 //! ([`files`], shared with `data_node.tls`), a server's TLS for the HTTP API
 //! and the Sentinel-compatible listener ([`server`]), the election
-//! transport's mutual TLS ([`peer`]), and their reload ([`Reloader`]).
+//! transport's mutual TLS ([`peer`]), and their reload ([`Reloader`]),
+//! which re-reads `data_node.tls` as well.
 
 pub(crate) mod files;
 pub(crate) mod peer;
@@ -50,6 +51,13 @@ pub(crate) struct Reloader {
 impl Reloader {
     pub(crate) fn new(sections: Vec<Arc<dyn Reloadable>>) -> Self {
         Reloader { sections }
+    }
+
+    /// Watches `section` as well (`data_node.tls`, loaded with the config
+    /// rather than with our ports).
+    pub(crate) fn with(mut self, section: Option<Arc<dyn Reloadable>>) -> Self {
+        self.sections.extend(section);
+        self
     }
 
     fn reload(section: &dyn Reloadable, why: &str) {

@@ -133,6 +133,32 @@ impl ServerCertVerifier for NamelessVerifier {
     }
 }
 
+/// Whether `certs` (a certificate and its chain) chain to `roots`, names
+/// aside (the check a [`NamelessVerifier`] makes in a handshake), for
+/// `check-config`; the reason when not.
+pub(crate) fn chains_to(
+    roots: &RootCertStore,
+    certs: &[CertificateDer<'static>],
+) -> Result<(), String> {
+    let (first, rest) = certs.split_first().ok_or("no certificate")?;
+    let cert = ParsedCertificate::try_from(first).map_err(|e| e.to_string())?;
+    rustls::client::verify_server_cert_signed_by_trust_anchor(
+        &cert,
+        roots,
+        rest,
+        UnixTime::now(),
+        provider().signature_verification_algorithms.all,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Why the certificate in `cert_file` does not chain to `roots`, or `None`
+/// when it does or cannot be read (its own config's check says so).
+pub(crate) fn chain_problem(roots: &RootCertStore, cert_file: &std::path::Path) -> Option<String> {
+    let certs = super::files::read_certificates(KEYS.cert, cert_file).ok()?;
+    chains_to(roots, &certs).err()
+}
+
 /// Both ends of the transport's TLS, built from one set of files.
 struct Ends {
     connector: TlsConnector,

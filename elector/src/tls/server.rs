@@ -17,6 +17,7 @@ pub(crate) struct ServerKeys {
     pub(crate) cert: &'static str,
     pub(crate) key: &'static str,
     pub(crate) client_ca: &'static str,
+    pub(crate) ca: &'static str,
     /// ALPN protocols offered (HTTP/1.1 for the API; none for RESP).
     pub(crate) alpn: &'static [&'static [u8]],
 }
@@ -26,6 +27,7 @@ pub(crate) const API_KEYS: ServerKeys = ServerKeys {
     cert: "tls.api.cert_file",
     key: "tls.api.key_file",
     client_ca: "tls.api.client_ca_file",
+    ca: "tls.api.ca_file",
     alpn: &[b"http/1.1"],
 };
 
@@ -34,6 +36,7 @@ pub(crate) const SENTINEL_KEYS: ServerKeys = ServerKeys {
     cert: "tls.sentinel.cert_file",
     key: "tls.sentinel.key_file",
     client_ca: "tls.sentinel.client_ca_file",
+    ca: "tls.sentinel.ca_file",
     alpn: &[],
 };
 
@@ -75,6 +78,19 @@ fn build(cfg: &ServerTlsConfig, keys: ServerKeys) -> Result<TlsAcceptor, TlsFile
     let mut config = builder.with_single_cert(certs, key).map_err(setup)?;
     config.alpn_protocols = keys.alpn.iter().map(|p| p.to_vec()).collect();
     Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Why `cfg.cert_file` does not chain to `ca` (the `ca_file` its clients
+/// are told to trust), names aside; `Ok(None)` when it does. An unreadable
+/// or certificate-less `ca` is an error naming `keys.ca`.
+pub(crate) fn chain_problem(
+    cfg: &ServerTlsConfig,
+    ca: &std::path::Path,
+    keys: ServerKeys,
+) -> Result<Option<String>, TlsFileError> {
+    let roots = read_roots(keys.ca, ca)?;
+    let certs = super::files::read_certificates(keys.cert, &cfg.cert_file)?;
+    Ok(super::peer::chains_to(&roots, &certs).err())
 }
 
 impl ServerTls {

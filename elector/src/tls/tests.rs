@@ -53,6 +53,7 @@ impl Pki {
             cert_file: self.path(cert),
             key_file: self.path(key),
             client_ca_file: Some(self.path("ca.crt")),
+            ca_file: None,
         }
     }
 
@@ -216,4 +217,158 @@ fn the_watchdog_is_refused_only_when_the_apis_own_certificate_is_no_client_the_a
     assert!(super::pinned::watchdog_refusal(&api).is_some());
     api.client_ca_file = None;
     assert_eq!(super::pinned::watchdog_refusal(&api), None);
+}
+
+/// `parse`'s outcome for `yaml`: its problems, or its warnings.
+fn config_outcome(yaml: &str) -> Result<Vec<String>, Vec<String>> {
+    match parse(yaml, Path::new("t.yaml")) {
+        Ok(loaded) => Ok(loaded.warnings),
+        Err(ConfigError::Invalid { problems, .. }) => Err(problems),
+        Err(e) => Err(vec![e.to_string()]),
+    }
+}
+
+#[test]
+fn check_config_takes_an_api_ca_file_its_certificate_chains_to_and_warns_on_another() {
+    let pki = Pki::new();
+    pki.issue("api", &["localhost"], 0o600);
+    let d = pki.dir.path().display();
+    let api = |ca: &str| {
+        format!("  api: {{ cert_file: {d}/api.crt, key_file: {d}/api.key, ca_file: {ca} }}\n")
+    };
+    let chains = |w: &Vec<String>| {
+        w.iter()
+            .any(|w| w.contains("does not chain to tls.api.ca_file"))
+    };
+    let good = config_outcome(&config(
+        &pki,
+        ["n1", "n2", "n3"],
+        &api(&format!("{d}/ca.crt")),
+    ))
+    .expect("accepted");
+    assert!(!chains(&good), "{good:?}");
+    // A CA that did not sign the API's certificate: clients trusting it
+    // would refuse the API (a warning: the API itself still serves).
+    let other = Pki::new();
+    let od = other.dir.path().display();
+    let wrong = config_outcome(&config(
+        &pki,
+        ["n1", "n2", "n3"],
+        &api(&format!("{od}/ca.crt")),
+    ))
+    .expect("accepted with a warning");
+    assert!(chains(&wrong), "{wrong:?}");
+}
+
+#[test]
+fn check_config_refuses_an_api_ca_file_that_is_missing_or_holds_no_certificate() {
+    let pki = Pki::new();
+    pki.issue("api", &["localhost"], 0o600);
+    let d = pki.dir.path().display();
+    std::fs::write(pki.path("junk.crt"), "not a certificate\n").unwrap();
+    for ca in ["absent.crt", "junk.crt"] {
+        let tls = format!(
+            "  api: {{ cert_file: {d}/api.crt, key_file: {d}/api.key, ca_file: {d}/{ca} }}\n"
+        );
+        let problems =
+            config_outcome(&config(&pki, ["n1", "n2", "n3"], &tls)).expect_err("refused");
+        assert!(
+            problems.iter().any(|p| p.contains("tls.api.ca_file")),
+            "{ca}: {problems:?}"
+        );
+    }
+}
+
+/// `check_cluster` on one config per member, each from `tls_of(id)`.
+fn cluster_outcome(pki: &Pki, tls_of: &dyn Fn(&str) -> String) -> (Vec<String>, Vec<String>) {
+    let orders = [["n1", "n2", "n3"], ["n2", "n1", "n3"], ["n3", "n1", "n2"]];
+    let configs: Vec<_> = orders
+        .iter()
+        .map(|ids| {
+            let path = PathBuf::from(format!("{}.yaml", ids[0]));
+            let loaded = parse(&config(pki, *ids, &tls_of(ids[0])), &path).expect("valid alone");
+            (path, loaded.config)
+        })
+        .collect();
+    crate::config::check_cluster(&configs)
+}
+
+fn election_entry(dir: &Path, ca: &Path, id: &str) -> String {
+    let d = dir.display();
+    format!(
+        "  election: {{ ca_file: {}, cert_file: {d}/{id}.crt, key_file: {d}/{id}.key }}\n",
+        ca.display()
+    )
+}
+
+#[test]
+fn check_config_on_a_cluster_refuses_tls_election_on_some_members_only() {
+    let pki = Pki::new();
+    for id in ["n1", "n2", "n3"] {
+        pki.issue(id, &[id], 0o600);
+    }
+    let ca = pki.path("ca.crt");
+    // The control: on every member, nothing to say.
+    let (problems, warnings) = cluster_outcome(&pki, &|id| election_entry(pki.dir.path(), &ca, id));
+    assert_eq!((problems, warnings), (vec![], vec![]));
+    // n3 without: the fingerprints still agree, the handshakes would not.
+    let (problems, _) = cluster_outcome(&pki, &|id| match id {
+        "n3" => "  {}\n".into(),
+        _ => election_entry(pki.dir.path(), &ca, id),
+    });
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with(
+            "tls.election is set on n1 (n1.yaml), n2 (n2.yaml) but not on n3 (n3.yaml)"
+        ),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn check_config_on_a_cluster_refuses_a_members_certificate_another_members_ca_does_not_accept() {
+    let pki = Pki::new();
+    let other = Pki::new();
+    for id in ["n1", "n2"] {
+        pki.issue(id, &[id], 0o600);
+    }
+    other.issue("n3", &["n3"], 0o600);
+    // n3 has a certificate from another CA, and trusts only that one.
+    let (problems, _) = cluster_outcome(&pki, &|id| match id {
+        "n3" => election_entry(other.dir.path(), &other.path("ca.crt"), id),
+        _ => election_entry(pki.dir.path(), &pki.path("ca.crt"), id),
+    });
+    for (them, us) in [("n3", "n1"), ("n3", "n2"), ("n1", "n3"), ("n2", "n3")] {
+        let start = format!("{them}'s tls.election.cert_file");
+        let refuse = format!("{us} would refuse {them} at the handshake");
+        assert!(
+            problems
+                .iter()
+                .any(|p| p.starts_with(&start) && p.ends_with(&refuse)),
+            "{them} by {us}: {problems:?}"
+        );
+    }
+    assert_eq!(
+        problems.len(),
+        4,
+        "n1 and n2 accept each other: {problems:?}"
+    );
+}
+
+#[test]
+fn check_config_on_a_cluster_warns_when_tls_api_is_served_by_some_members_only() {
+    let pki = Pki::new();
+    pki.issue("api", &["localhost"], 0o600);
+    let d = pki.dir.path().display();
+    let (problems, warnings) = cluster_outcome(&pki, &|id| match id {
+        "n1" => format!("  api: {{ cert_file: {d}/api.crt, key_file: {d}/api.key }}\n"),
+        _ => "  {}\n".into(),
+    });
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .starts_with("tls.api is set on n1 (n1.yaml) but not on n2 (n2.yaml), n3 (n3.yaml)"),
+        "{warnings:?}"
+    );
 }

@@ -166,6 +166,18 @@ fn fingerprint_mismatch(shared: &Shared, peer: &str, theirs: Option<&str>) -> Re
     ))
 }
 
+/// A decode error, named for what it most likely is when the bytes open a
+/// TLS record (a handshake, `0x16 0x03`): a member with `tls.election`
+/// dialling this plain-text one. The fingerprint does not carry TLS, so
+/// without this the plain side would log only a bad byte.
+fn plain_text_hint(buf: &[u8], e: codec::DecodeError) -> String {
+    if buf.starts_with(&[0x16, 0x03]) {
+        format!("{e}: the peer speaks TLS (tls.election is set there and not here); set tls.election on every member or on none")
+    } else {
+        e.to_string()
+    }
+}
+
 fn reject(shared: &Shared, label: &'static str, detail: impl ToString) -> Close {
     shared.metrics.message_rejected(label);
     Close::Rejected {
@@ -200,7 +212,7 @@ pub(super) async fn read_connection<S: AsyncRead + Unpin>(
             let (fields, used) = match codec::decode(&buf, &limits) {
                 Ok(Some(frame)) => frame,
                 Ok(None) => break,
-                Err(e) => return reject(shared, e.label(), e),
+                Err(e) => return reject(shared, e.label(), plain_text_hint(&buf, e)),
             };
             buf.drain(..used);
             let opened = match shared
