@@ -169,15 +169,20 @@ fn two_data_members_and_a_witness_keep_every_safety_property_after_a_primary_cra
     check("2 data + witness, primary crashed", model, depth(9), false).assert_properties();
 }
 
-/// Asserts that the search broke no `always` property, and that it reached
-/// an acknowledged write (else the data properties held vacuously).
-/// Returns whether it also reached a new primary.
-fn assert_safe(checker: &impl Checker<ClusterModel>) -> bool {
+/// Asserts that the search broke no `always` property.
+fn assert_no_always_broken(checker: &impl Checker<ClusterModel>) {
     for p in checker.model().properties() {
         if p.expectation == Expectation::Always {
             assert!(checker.discovery(p.name).is_none(), "{} violated", p.name);
         }
     }
+}
+
+/// Asserts that the search broke no `always` property, and that it reached
+/// an acknowledged write (else the data properties held vacuously).
+/// Returns whether it also reached a new primary.
+fn assert_safe(checker: &impl Checker<ClusterModel>) -> bool {
+    assert_no_always_broken(checker);
     assert!(
         checker.discovery("a write is acknowledged").is_some(),
         "no write was acknowledged: the data properties held vacuously"
@@ -273,10 +278,19 @@ fn finds(
     property: &'static str,
 ) -> Vec<Act> {
     let model = ClusterModel::new(Cluster { faults, ..cluster }, start).skip_ahead(ahead);
-    let checker = check(&format!("{faults:?}"), model, bound, true);
+    finds_in(model, bound, property)
+}
+
+/// [`finds`] from a model built by the caller.
+fn finds_in(model: ClusterModel, bound: usize, property: &'static str) -> Vec<Act> {
+    let name = format!(
+        "{:?}, fences wait for persist: {}",
+        model.cluster.faults, model.cluster.fences_wait_for_persist
+    );
+    let checker = check(&name, model, bound, true);
     let path = checker
         .discovery(property)
-        .unwrap_or_else(|| panic!("the search did not find {property:?} broken with {faults:?}"));
+        .unwrap_or_else(|| panic!("the search did not find {property:?} broken ({name})"));
     let schedule = path.into_actions();
     let replayed = checker
         .model()
@@ -473,4 +487,148 @@ fn survivors_that_never_stand_are_found_to_leave_the_cluster_without_a_primary()
         .replay(&schedule)
         .expect("the schedule replays");
     assert!(end.calm_at.is_some() && !model::has_primary(&end));
+}
+
+/// From boot, the first primary's disk stalls once its data node is
+/// writable (the write of its stream record never completes, and every
+/// heartbeat waits behind it, §5.2), so the others elect a successor; the
+/// search starts `before` steps before the successor's promotion on that
+/// schedule, every action (the stalled write's completion included) open
+/// to it.
+fn stalled_primary_disk(fences_wait_for_persist: bool, before: usize) -> ClusterModel {
+    let cluster = Cluster {
+        fences_wait_for_persist,
+        ..Cluster::three_quick()
+    };
+    let writable = |s: &model::State| s.nodes.iter().any(|n| n.server.writable());
+    let model = ClusterModel::new(cluster, Start::Boot).skip_ahead_until(|_, _| false, writable, 0);
+    let p = (0..model.init.nodes.len())
+        .find(|&i| model.init.nodes[i].server.writable())
+        .expect("a first primary");
+    let stalled = move |_: &model::State, a: &Act| *a == Act::Persist(p);
+    model.skip_ahead_until(stalled, |s| s.ghost.promotions >= 1, before)
+}
+
+/// How many steps before the successor's promotion the stalled-disk
+/// searches start, and their bound.
+const STALL_BEFORE: usize = 3;
+const STALL_BOUND: usize = 9;
+
+#[test]
+fn a_fence_waiting_behind_a_stalled_persist_is_found_as_two_writable_data_nodes() {
+    // The defect §5.2.1 removed (issue 10 finding 2): with the fence behind
+    // the pending write, the stalled primary's lease lapses but its data
+    // node stays writable while the successor's becomes writable.
+    finds_in(
+        stalled_primary_disk(true, STALL_BEFORE),
+        STALL_BOUND,
+        "at most one writable data node",
+    );
+}
+
+#[test]
+fn a_primary_whose_disk_stalls_fences_before_its_successor_is_writable() {
+    // The same schedule with the rule in place: the lease's fence leaves at
+    // once, so in no interleaving of the bound are two data nodes writable.
+    let model = stalled_primary_disk(false, STALL_BEFORE);
+    let checker = check("stalled primary disk", model, STALL_BOUND, false);
+    assert_no_always_broken(&checker);
+    assert!(
+        checker.discovery("a new primary is elected").is_some(),
+        "the successor was not elected within the bound: the check held vacuously"
+    );
+}
+
+/// A kevy cluster (`Backend::promotion_restarts_stream`; the model's kevy
+/// is demoted by a lease fence, as before the write quiesce of §6.4.1) with
+/// a lease of two heartbeats (`down_after` 600 ms) and three writes.
+fn kevy_cluster(faults: Faults) -> Cluster {
+    Cluster {
+        backend: elector::core::Backend {
+            promotion_restarts_stream: true,
+        },
+        faults,
+        max_writes: 3,
+        timings: Timings {
+            down_after_ms: 600,
+            ..model::model_timings()
+        },
+        ..Cluster::three_quick()
+    }
+}
+
+/// Plays `act` on the model's start state: the model from there.
+fn then(model: ClusterModel, act: Act) -> ClusterModel {
+    let init = model
+        .replay(&[act])
+        .expect("the scripted action is enabled");
+    ClusterModel { init, ..model }
+}
+
+/// Settled, two writes on every node; the primary's lease lapses and its
+/// fence is applied (demoting kevy) before the echo that renews the lease
+/// arrives. Returns the model from there and the primary's index.
+fn kevy_demoted_in_epoch(faults: Faults) -> (ClusterModel, usize) {
+    let model = ClusterModel::new(kevy_cluster(faults), Start::Settled);
+    let p = (0..3)
+        .find(|&i| model.init.nodes[i].server.writable())
+        .expect("a primary");
+    let model = then(then(model, Act::Write(p)), Act::Write(p));
+    let everywhere = |s: &model::State| s.nodes.iter().all(|n| n.server.log.len() == 2);
+    let none = |_: &model::State, _: &Act| false;
+    let model = model.skip_ahead_until(none, everywhere, 0);
+    let fence_due = move |s: &model::State| {
+        s.nodes[p].round_due && s.nodes[p].proc.as_ref().is_some_and(|c| c.core.fenced())
+    };
+    let model = then(model.skip_ahead_until(none, fence_due, 0), Act::Round(p));
+    (model, p)
+}
+
+/// [`kevy_demoted_in_epoch`] with `repromote_in_epoch`: the primary makes
+/// its data node writable again in the same epoch, a new stream whose
+/// offsets start at 0. It takes a third write, acknowledged by one replica
+/// (which full-syncs into the new stream: offset 1) while the other stays
+/// in the old stream (offset 2, the same data epoch); then the primary's
+/// elector dies. The search starts a step before the successor's OFFER.
+fn kevy_repromoted_in_epoch() -> ClusterModel {
+    let faults = Faults {
+        repromote_in_epoch: true,
+        ..Faults::default()
+    };
+    let (model, p) = kevy_demoted_in_epoch(faults);
+    let stream = model.init.nodes[p].server.stream;
+    let lagging = move |_: &model::State, a: &Act| *a == Act::Sync((p + 2) % 3);
+    let reopened =
+        move |s: &model::State| s.nodes[p].server.writable() && s.nodes[p].server.stream != stream;
+    let model = then(model.skip_ahead_until(lagging, reopened, 0), Act::Write(p));
+    let acked = |s: &model::State| s.ghost.acked.len() == 3;
+    let model = then(model.skip_ahead_until(lagging, acked, 0), Act::Crash(p));
+    let offered = |s: &model::State| s.ghost.votes.keys().any(|&(_, e)| e > 1);
+    model.skip_ahead_until(lagging, offered, 1)
+}
+
+#[test]
+fn a_kevy_primary_made_writable_again_in_its_epoch_is_found_to_lose_an_acknowledged_write() {
+    // The kevy same-epoch stream restart (§6.10, chaos seed 2126): the
+    // lagging replica's offset in the old stream outranks the acknowledging
+    // replica's in the new one, both under one data epoch, and it is
+    // elected without the write.
+    finds_in(
+        kevy_repromoted_in_epoch(),
+        11,
+        "every acknowledged write is on every later primary",
+    );
+}
+
+#[test]
+fn a_kevy_primary_demoted_in_its_epoch_resigns_instead_of_starting_a_second_stream() {
+    // The same schedule with the rule in place: the reading of the demoted
+    // kevy makes the primary resign, so no second stream is started under
+    // its epoch, and no interleaving of the bound from there breaks a
+    // safety property.
+    let (model, p) = kevy_demoted_in_epoch(Faults::default());
+    let core = &model.init.nodes[p].proc.as_ref().expect("running").core;
+    assert_ne!(core.role(), elector::protocol::Role::Primary);
+    let checker = check("kevy demoted in its epoch", model, depth(7), false);
+    assert_no_always_broken(&checker);
 }

@@ -204,6 +204,12 @@ pub(super) struct Outbox {
     step_gated_grant: bool,
     /// After a failed write: when to try persisting again.
     pub(super) retry_at: Option<u64>,
+    /// The model checker's control (issue 39, [`super::Core::let_fences_wait_for_persist`]):
+    /// a fence issued while a write is pending waits for that write, the
+    /// defect §5.2.1 removed. Never set outside tests.
+    fence_waits: bool,
+    /// Fences held under that switch: (the write they wait for, the fence).
+    waiting_fences: Vec<(u64, Fence)>,
 }
 
 impl Outbox {
@@ -253,6 +259,15 @@ impl Outbox {
             self.grant_waiting = None;
             self.step_gated_grant = false;
         }
+        if self.fence_waits && self.write_pending() {
+            let after = if self.dirty {
+                self.persist_seq
+            } else {
+                self.gate_seq
+            };
+            self.waiting_fences.push((after, fence));
+            return;
+        }
         self.out.fences.push(fence);
     }
 
@@ -282,6 +297,14 @@ impl Outbox {
         if self.grant_waiting.is_some_and(|w| w <= self.durable_seq) {
             self.grant_waiting = None;
         }
+        let (durable, out) = (self.durable_seq, &mut self.out);
+        self.waiting_fences.retain(|(after, fence)| {
+            let ready = *after <= durable;
+            if ready {
+                out.fences.push(fence.clone());
+            }
+            !ready
+        });
     }
 
     /// Ends the step: the outputs, with the write of `state` if it changed.
@@ -310,6 +333,20 @@ impl Outbox {
             self.grant_waiting = Some(self.persist_seq);
         }
         std::mem::take(&mut self.out)
+    }
+}
+
+impl super::Core {
+    /// Brings back the defect §5.2.1 removed (issue 10 finding 2): a fence
+    /// issued while a durable write is pending waits for that write, so a
+    /// primary whose disk stalls keeps its data node writable past its
+    /// lease. For the model checker's control only (issue 39): a test sets
+    /// it on every incarnation it builds. Not a [`super::Faults`] switch,
+    /// because `Faults` is built field by field in tests this change could
+    /// not touch.
+    #[doc(hidden)]
+    pub fn let_fences_wait_for_persist(&mut self) {
+        self.outbox.fence_waits = true;
     }
 }
 

@@ -92,6 +92,11 @@ pub struct Cluster {
     /// Members configured with priority 0 (never stand, §5.1): the liveness
     /// control.
     pub never_stand: Vec<usize>,
+    /// Every elector's fences wait behind its pending write, the defect
+    /// §5.2.1 removed (`Core::let_fences_wait_for_persist`): a control.
+    pub fences_wait_for_persist: bool,
+    /// The data node's kind (§6.10): kevy's promotions restart the stream.
+    pub backend: Backend,
 }
 
 impl Cluster {
@@ -110,6 +115,8 @@ impl Cluster {
             horizon_ms: 1_500,
             liveness: None,
             never_stand: Vec::new(),
+            fences_wait_for_persist: false,
+            backend: Backend::default(),
         }
     }
 
@@ -176,7 +183,7 @@ impl Cluster {
             seed: 7 * i as u64 + incarnation,
             faults: self.faults,
             preempt: Preempt::default(),
-            backend: Backend::default(),
+            backend: self.backend,
         }
     }
 }
@@ -532,6 +539,29 @@ impl ClusterModel {
         self
     }
 
+    /// The same model, its search starting `before` steps before `stop` on
+    /// the fault-free schedule that never takes an action `skip` names (a
+    /// fault that lasts, such as a disk that stalls): for the controls whose
+    /// violation lies heartbeats beyond every start state. The search's time
+    /// bound moves with the start.
+    pub fn skip_ahead_until(
+        mut self,
+        skip: impl Fn(&State, &Act) -> bool,
+        stop: impl Fn(&State) -> bool,
+        before: usize,
+    ) -> ClusterModel {
+        let span = self.cluster.horizon_ms.saturating_sub(self.init.now);
+        let mut world = World::new(&Cluster {
+            horizon_ms: Millis::MAX,
+            ..self.cluster.clone()
+        });
+        let mut history = world.run_keeping(self.init.clone(), skip, |_, s| stop(s), before + 1);
+        self.init = history.swap_remove(0);
+        self.init.ghost.promotions = 0;
+        self.cluster.horizon_ms = self.init.now + span;
+        self
+    }
+
     /// The names of the `always` properties `s` breaks.
     pub fn broken(&self, s: &State) -> Vec<&'static str> {
         self.properties()
@@ -595,7 +625,7 @@ impl World {
                     round_due: false,
                     tether: None,
                     reported: None,
-                    server: Server::new(),
+                    server: Server::new(self.cluster.backend.promotion_restarts_stream),
                     incarnation: 0,
                 })
                 .collect(),
@@ -624,9 +654,20 @@ impl World {
     /// until `stop`; returns the last states on the way.
     fn run(
         &mut self,
+        s: State,
+        skip: impl Fn(&State, &Act) -> bool,
+        stop: impl Fn(&World, &State) -> bool,
+    ) -> Vec<State> {
+        self.run_keeping(s, skip, stop, STEPS_BEFORE_OFFER + 1)
+    }
+
+    /// [`World::run`], returning the last `keep` states.
+    fn run_keeping(
+        &mut self,
         mut s: State,
         skip: impl Fn(&State, &Act) -> bool,
         stop: impl Fn(&World, &State) -> bool,
+        keep: usize,
     ) -> Vec<State> {
         let mut history = vec![s.clone()];
         for _ in 0..3_000 {
@@ -638,7 +679,7 @@ impl World {
                 .expect("the fixed schedule can always proceed");
             s = self.step(&s, pick).expect("fixed schedule step");
             history.push(s.clone());
-            if history.len() > STEPS_BEFORE_OFFER + 1 {
+            if history.len() > keep {
                 history.remove(0);
             }
         }
@@ -685,6 +726,7 @@ impl World {
             self.cluster.config(i, node.incarnation),
             node.disk.clone(),
             s.now,
+            self.cluster.fences_wait_for_persist,
         );
         node.persists.clear();
         node.target = None;

@@ -20,10 +20,15 @@ pub struct Server {
     /// Which process answers: a data-node restart starts a new one (the
     /// adapter's tether sees it replaced).
     pub process: u64,
+    /// kevy (`Backend::promotion_restarts_stream`): a promotion starts a
+    /// stream whose offsets begin again at 0, not continuing the old one.
+    pub restarts_stream: bool,
+    /// Where the offsets of the current stream begin in `log`.
+    pub base: usize,
 }
 
 impl Server {
-    pub fn new() -> Server {
+    pub fn new(restarts_stream: bool) -> Server {
         Server {
             log: Vec::new(),
             applied: DataNodeTarget::Isolated,
@@ -31,6 +36,8 @@ impl Server {
             stream: 0,
             stream_prev: None,
             process: 1,
+            restarts_stream,
+            base: 0,
         }
     }
 
@@ -38,11 +45,17 @@ impl Server {
         self.applied.writable()
     }
 
+    /// A kevy server (`restarts_stream`) fenced by a lapsed lease is
+    /// demoted, the fence kevy cannot always keep as a write quiesce
+    /// (§6.4.1; every lease fence before commit 1cf2df0): made writable
+    /// again, it starts a new stream in the same epoch unless the core
+    /// resigns first (§6.10).
     pub fn is_master(&self) -> bool {
-        matches!(
-            self.applied,
-            DataNodeTarget::Primary | DataNodeTarget::FencedPrimary | DataNodeTarget::HandingOver
-        )
+        match self.applied {
+            DataNodeTarget::Primary | DataNodeTarget::HandingOver => true,
+            DataNodeTarget::FencedPrimary => !self.restarts_stream,
+            _ => false,
+        }
     }
 
     /// `INFO replication` as the adapter reads it.
@@ -54,7 +67,7 @@ impl Server {
         };
         ReplicationInfo {
             role: if self.is_master() { "master" } else { "slave" }.into(),
-            offset: self.log.len() as u64,
+            offset: (self.log.len() - self.base) as u64,
             master_host,
             master_port,
             link_up: self.link_up,
@@ -80,7 +93,13 @@ impl Server {
         self.applied = target;
         if !was_master && self.is_master() {
             *fresh_stream += 1;
-            self.stream_prev = Some(self.stream);
+            if self.restarts_stream {
+                // kevy: a new feed generation from offset 0.
+                self.stream_prev = None;
+                self.base = self.log.len();
+            } else {
+                self.stream_prev = Some(self.stream);
+            }
             self.stream = *fresh_stream;
         }
         Ok(!was_writable && self.writable())
@@ -101,6 +120,11 @@ impl Server {
         *fresh_stream += 1;
         self.stream = *fresh_stream;
         self.stream_prev = None;
+        self.base = if self.restarts_stream {
+            self.log.len()
+        } else {
+            0
+        };
     }
 
     /// Replicates from `upstream`: extends a prefix, full-syncs otherwise.
@@ -114,5 +138,6 @@ impl Server {
             self.stream_prev = None;
         }
         self.stream = upstream.stream;
+        self.base = upstream.base;
     }
 }
