@@ -26,6 +26,7 @@ const OLD_RULES: Faults = Faults {
     repromote_in_epoch: true,
     trust_another_stream: false,
     hold_a_lost_lease: false,
+    fences_wait_for_persist: false,
 };
 
 fn world(seed: u64, gate: bool) -> World {

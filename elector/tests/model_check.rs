@@ -283,10 +283,7 @@ fn finds(
 
 /// [`finds`] from a model built by the caller.
 fn finds_in(model: ClusterModel, bound: usize, property: &'static str) -> Vec<Act> {
-    let name = format!(
-        "{:?}, fences wait for persist: {}",
-        model.cluster.faults, model.cluster.fences_wait_for_persist
-    );
+    let name = format!("{:?}", model.cluster.faults);
     let checker = check(&name, model, bound, true);
     let path = checker
         .discovery(property)
@@ -497,7 +494,10 @@ fn survivors_that_never_stand_are_found_to_leave_the_cluster_without_a_primary()
 /// to it.
 fn stalled_primary_disk(fences_wait_for_persist: bool, before: usize) -> ClusterModel {
     let cluster = Cluster {
-        fences_wait_for_persist,
+        faults: Faults {
+            fences_wait_for_persist,
+            ..Faults::default()
+        },
         ..Cluster::three_quick()
     };
     let writable = |s: &model::State| s.nodes.iter().any(|n| n.server.writable());
@@ -512,7 +512,7 @@ fn stalled_primary_disk(fences_wait_for_persist: bool, before: usize) -> Cluster
 /// How many steps before the successor's promotion the stalled-disk
 /// searches start, and their bound.
 const STALL_BEFORE: usize = 3;
-const STALL_BOUND: usize = 9;
+const STALL_BOUND: usize = 10;
 
 #[test]
 fn a_fence_waiting_behind_a_stalled_persist_is_found_as_two_writable_data_nodes() {
@@ -604,7 +604,7 @@ fn kevy_repromoted_in_epoch() -> ClusterModel {
     let acked = |s: &model::State| s.ghost.acked.len() == 3;
     let model = then(model.skip_ahead_until(lagging, acked, 0), Act::Crash(p));
     let offered = |s: &model::State| s.ghost.votes.keys().any(|&(_, e)| e > 1);
-    model.skip_ahead_until(lagging, offered, 1)
+    model.skip_ahead_until(lagging, offered, 0)
 }
 
 #[test]

@@ -598,6 +598,7 @@ impl Config {
             repromote_in_epoch: has("repromote_in_epoch"),
             trust_another_stream: has("trust_another_stream"),
             hold_a_lost_lease: has("hold_a_lost_lease"),
+            fences_wait_for_persist: has("fences_wait_for_persist"),
         }
     }
 

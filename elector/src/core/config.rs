@@ -159,6 +159,11 @@ pub struct Faults {
     /// A primary fenced by a lost lease holds on for ever (kevy seeds 1566
     /// and 2024, §6.9).
     pub hold_a_lost_lease: bool,
+    /// A fence issued while a durable write is pending waits for that
+    /// write (§5.2.1's defect, issue 10 finding 2): a primary whose disk
+    /// stalls keeps its data node writable past its lease. The model
+    /// checker's control (issue 39).
+    pub fences_wait_for_persist: bool,
 }
 
 /// What the core must know of its data node's kind (§6.10).

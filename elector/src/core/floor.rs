@@ -333,19 +333,24 @@ impl Core {
             .filter(|&joined| self.data.void_join != Some(joined))
     }
 
-    /// The joined epoch's primary says, in a heartbeat of that epoch, that
-    /// it never told its data node to take writes there (flag `u`, §6.10):
-    /// no write of that epoch was ever taken, so what this node's data node
-    /// read during the join is an older stream's, for every candidate
-    /// (simulator seed 7951: the new primary's disk failed before it
-    /// promoted, and the four nodes that had set out to follow it refused
-    /// each other for ever). `led` only grows and is durable before any
-    /// promotion, so the word holds for good.
+    /// The joined epoch's primary says, in a heartbeat of that epoch sent
+    /// as a replica, that it never told its data node to take writes there
+    /// (flag `u`, §6.10): no write of that epoch was ever taken, so what
+    /// this node's data node read during the join is an older stream's, for
+    /// every candidate (simulator seed 7951: the new primary's disk failed
+    /// before it promoted, and the four nodes that had set out to follow it
+    /// refused each other for ever). Only as a replica: a primary of that
+    /// epoch still waiting for its lease may promote a moment later (seed
+    /// 23 on kevy with loading, when this heeded a fenced primary's word:
+    /// an acknowledged write lost), while a node that is a replica in an
+    /// epoch never leads it again (a new primary needs a new epoch), and
+    /// `led` is durable before any promotion: the word then holds for good.
     pub(super) fn note_void_join(&mut self, from: &str, hb: &Heartbeat) {
         let Some(joined) = self.unclaimed_join() else {
             return;
         };
         if hb.unled
+            && hb.role != crate::protocol::Role::Primary
             && hb.epoch == joined
             && self.state.joining_primary.as_deref() == Some(from)
             && self.data.void_join != Some(joined)

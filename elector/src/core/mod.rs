@@ -140,6 +140,7 @@ impl Core {
         core.data.proof = core.initial_proof();
         core.data.inherited_join = core.unclaimed_join().is_some();
         core.data.below_floor_reported = core.below_floor();
+        core.outbox.fence_waits = core.cfg.faults.fences_wait_for_persist;
         core
     }
 

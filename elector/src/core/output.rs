@@ -204,10 +204,10 @@ pub(super) struct Outbox {
     step_gated_grant: bool,
     /// After a failed write: when to try persisting again.
     pub(super) retry_at: Option<u64>,
-    /// The model checker's control (issue 39, [`super::Core::let_fences_wait_for_persist`]):
+    /// The model checker's control (issue 39, `Faults::fences_wait_for_persist`):
     /// a fence issued while a write is pending waits for that write, the
     /// defect §5.2.1 removed. Never set outside tests.
-    fence_waits: bool,
+    pub(super) fence_waits: bool,
     /// Fences held under that switch: (the write they wait for, the fence).
     waiting_fences: Vec<(u64, Fence)>,
 }
@@ -333,20 +333,6 @@ impl Outbox {
             self.grant_waiting = Some(self.persist_seq);
         }
         std::mem::take(&mut self.out)
-    }
-}
-
-impl super::Core {
-    /// Brings back the defect §5.2.1 removed (issue 10 finding 2): a fence
-    /// issued while a durable write is pending waits for that write, so a
-    /// primary whose disk stalls keeps its data node writable past its
-    /// lease. For the model checker's control only (issue 39): a test sets
-    /// it on every incarnation it builds. Not a [`super::Faults`] switch,
-    /// because `Faults` is built field by field in tests this change could
-    /// not touch.
-    #[doc(hidden)]
-    pub fn let_fences_wait_for_persist(&mut self) {
-        self.outbox.fence_waits = true;
     }
 }
 

@@ -92,9 +92,6 @@ pub struct Cluster {
     /// Members configured with priority 0 (never stand, §5.1): the liveness
     /// control.
     pub never_stand: Vec<usize>,
-    /// Every elector's fences wait behind its pending write, the defect
-    /// §5.2.1 removed (`Core::let_fences_wait_for_persist`): a control.
-    pub fences_wait_for_persist: bool,
     /// The data node's kind (§6.10): kevy's promotions restart the stream.
     pub backend: Backend,
 }
@@ -115,7 +112,6 @@ impl Cluster {
             horizon_ms: 1_500,
             liveness: None,
             never_stand: Vec::new(),
-            fences_wait_for_persist: false,
             backend: Backend::default(),
         }
     }
@@ -726,7 +722,6 @@ impl World {
             self.cluster.config(i, node.incarnation),
             node.disk.clone(),
             s.now,
-            self.cluster.fences_wait_for_persist,
         );
         node.persists.clear();
         node.target = None;

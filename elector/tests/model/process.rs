@@ -82,18 +82,9 @@ pub struct Proc {
 
 impl Proc {
     /// A fresh incarnation from the durable state `disk` and its start-up
-    /// output (the clamp); `fences_wait` brings back the fence that waits
-    /// behind a persist (the control, `Cluster::fences_wait_for_persist`).
-    pub fn boot(
-        cfg: CoreConfig,
-        disk: PersistedState,
-        now: Millis,
-        fences_wait: bool,
-    ) -> (Proc, Output) {
+    /// output (the clamp).
+    pub fn boot(cfg: CoreConfig, disk: PersistedState, now: Millis) -> (Proc, Output) {
         let mut core = Core::new(cfg, disk, now);
-        if fences_wait {
-            core.let_fences_wait_for_persist();
-        }
         let out = core.start(now);
         let mut proc = Proc {
             core,

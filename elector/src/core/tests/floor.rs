@@ -713,6 +713,19 @@ fn the_joined_epochs_primary_saying_it_never_led_that_epoch_frees_the_join_for_e
         (false, Some(RejectReason::CandidateBehind)),
         "never leading epoch 3 says nothing of epoch 2"
     );
+    let mut fenced_primary = unled_says("n3", 2, true);
+    if let Event::Message {
+        msg: Message::Hb(hb),
+        ..
+    } = &mut fenced_primary
+    {
+        hb.role = Role::Primary;
+        hb.primary = Some("n3".into());
+    }
+    assert!(
+        matches!(vote(fenced_primary), (false, Some(_))),
+        "a primary of epoch 2 awaiting its lease may still promote"
+    );
 }
 
 #[test]
