@@ -94,7 +94,13 @@ pub fn seeds_from_env(count_var: &str, default: u64) -> Vec<u64> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default);
-    (0..count).collect()
+    // `SIM_SEED_FROM=n` starts the range at n: a run can look past a seed
+    // already known to fail (the search stops at its first failure).
+    let from: u64 = std::env::var("SIM_SEED_FROM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (from..from + count).collect()
 }
 
 struct Queued {
