@@ -33,7 +33,7 @@ use super::ack_nudge_pacer::{Bracket, Check, Next, Pacer, CHECK_EVERY};
 #[cfg(doc)]
 use super::ack_nudge_pacer::{HOT_FOR, NUDGE_EVERY};
 use super::client::{Credentials, RespClient};
-use super::kevy_stream::primary_feed_offset;
+use super::kevy_stream::{primary_feed_generation, primary_feed_offset};
 use super::ReplicationInfo;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -116,9 +116,11 @@ async fn check(client: &mut RespClient, replicas: u64) -> Option<Check> {
         redis::Value::Int(n) => u64::try_from(*n).unwrap_or(0),
         _ => return None,
     };
+    let token = replies.get(1);
     Some(Check {
         lagging: acked < replicas,
-        position: replies.get(1).and_then(primary_feed_offset),
+        position: token.and_then(primary_feed_offset),
+        generation: token.and_then(primary_feed_generation),
     })
 }
 

@@ -127,6 +127,15 @@ pub(crate) fn primary_feed_offset(token: &redis::Value) -> Option<u64> {
     }
 }
 
+/// The generation of a primary's feed from its `REPL.TOKEN` (the
+/// acknowledgement nudger's memory of the feed holds for one generation).
+pub(crate) fn primary_feed_generation(token: &redis::Value) -> Option<u64> {
+    match token {
+        redis::Value::Array(pair) if pair.len() == 2 => token_int(&pair[0]),
+        _ => None,
+    }
+}
+
 /// One number of a `REPL.TOKEN` reply.
 fn token_int(v: &redis::Value) -> Option<u64> {
     match v {

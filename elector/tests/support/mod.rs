@@ -107,6 +107,12 @@ fn stop_child(child: &mut Option<Child>) {
     }
 }
 
+/// The electors' log filter: `info`, or `ELECTOR_TEST_LOG` (e.g.
+/// `info,elector::datanode::ack_nudge=trace` to see why a nudge went out).
+fn elector_log_filter() -> String {
+    std::env::var("ELECTOR_TEST_LOG").unwrap_or_else(|_| "info".to_string())
+}
+
 /// Prints the last 25 lines of a log file (for a failing test's report).
 /// The last lines of a log, 25 unless `ELECTOR_TEST_LOG_LINES` says how many
 /// (a failure whose cause is earlier than its last 25 lines).
@@ -470,7 +476,7 @@ impl Cluster {
             .arg("run")
             .arg("--config")
             .arg(node.dir.join("elector.yaml"))
-            .env("ELECTOR_LOG", "info")
+            .env("ELECTOR_LOG", elector_log_filter())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
