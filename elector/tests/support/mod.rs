@@ -13,8 +13,11 @@ mod restarts;
 pub use restarts::DataRestart;
 pub mod sentinel_peer;
 mod sidecars;
+mod versions;
 #[allow(unused_imports)] // used by the data_node_* tests only
 pub use sidecars::{sidecar_log, start_elector_and_watchdog, Procs};
+#[allow(unused_imports)] // used by tests/mixed_versions.rs only
+pub use versions::{old_elector, WireForm};
 
 pub use clients::*;
 use ports::{companion_port, data_port, release_data_port, PortTaken};
@@ -84,6 +87,10 @@ pub struct NodeProcs {
     /// The data node's dead-man switch, when a test starts one.
     pub watchdog: Option<Child>,
     pub dir: PathBuf,
+    /// The binary node `i`'s elector (and watchdog) runs: [`elector_bin`],
+    /// unless a test runs an older build beside this one (a rolling binary
+    /// upgrade, tests/mixed_versions.rs).
+    pub elector_bin: PathBuf,
     /// Start the data node in a PID namespace of its own (`unshare --pid`):
     /// it is process 1 at every start, as in a container its runtime
     /// restarts (protocol §6.8).
@@ -233,9 +240,15 @@ impl Cluster {
         let mut tries = 0;
         loop {
             tries += 1;
-            match Cluster::try_start(backend, (data, witnesses), SHORT_TIMINGS, None, "", &|_| {
-                String::new()
-            }) {
+            match Cluster::try_start(
+                backend,
+                (data, witnesses),
+                SHORT_TIMINGS,
+                None,
+                "",
+                &|_| String::new(),
+                &|_| elector_bin(),
+            ) {
                 Ok(cluster) => return cluster,
                 Err(PortTaken(port)) if tries < 3 => {
                     eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
@@ -266,6 +279,7 @@ impl Cluster {
                 nofile,
                 data_node_extra,
                 node_extra,
+                &|_| elector_bin(),
             ) {
                 Ok(cluster) => return cluster,
                 Err(PortTaken(port)) if tries < 3 => {
@@ -276,6 +290,7 @@ impl Cluster {
         }
     }
 
+    /// `bin_of(i)`: the elector binary of node `i` (0-based).
     fn try_start(
         backend: Backend,
         (data, witnesses): (usize, usize),
@@ -283,6 +298,7 @@ impl Cluster {
         nofile: Option<u32>,
         data_node_extra: &str,
         node_extra: &dyn Fn(&str) -> String,
+        bin_of: &dyn Fn(usize) -> PathBuf,
     ) -> Result<Cluster, PortTaken> {
         let n = data + witnesses;
         require(match backend {
@@ -303,6 +319,7 @@ impl Cluster {
                 elector: None,
                 watchdog: None,
                 dir: tmp.path().join(format!("n{i}")),
+                elector_bin: bin_of(i - 1),
                 own_pid_namespace: false,
             })
             .collect();
@@ -455,16 +472,17 @@ impl Cluster {
     pub fn start_elector(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         let log = std::fs::File::create(node.dir.join(format!("elector-{}.log", node.id))).unwrap();
+        let bin = node.elector_bin.clone();
         let mut cmd = match self.elector_nofile {
             // `exec` keeps the pid, so signals reach the elector itself.
             Some(n) => {
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
-                    .arg(elector_bin());
+                    .arg(bin);
                 c
             }
-            None => Command::new(elector_bin()),
+            None => Command::new(bin),
         };
         let child = cmd
             .arg("run")
@@ -530,7 +548,7 @@ impl Cluster {
         let node = &mut self.nodes[i];
         let log =
             std::fs::File::create(node.dir.join(format!("watchdog-{}.log", node.id))).unwrap();
-        let child = Command::new(elector_bin())
+        let child = Command::new(&node.elector_bin)
             .arg("watchdog")
             .arg("--config")
             .arg(node.dir.join("elector.yaml"))
