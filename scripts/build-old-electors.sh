@@ -2,8 +2,11 @@
 # Builds the elector binary of older commits, for the mixed-version tests
 # (elector/tests/mixed_versions.rs, docs/protocol.md §3.8):
 #   scripts/build-old-electors.sh [COMMIT...]
-# With no argument it builds the two wire forms older than the current tree:
-#   2890e2e~1  the Legacy form (before the heartbeat flag F and the floors),
+# With no argument it builds the three older electors the tests run:
+#   222ffcb~1  the Legacy form (reads neither HB's floors nor OFFER's
+#              `forced`; also older than the replication gate),
+#   2890e2e~1  reads the floors and `forced` but sends no flag F (so it is
+#              sent the Legacy form); drops an OFFER with `led`,
 #   dc9c913    the Floors form (F but not P: OFFER has `forced`, not `led`).
 # Each binary lands in $OLD_ELECTORS_DIR/<short-sha>/elector (default
 # <repo>/target/old-electors), the short sha being `git rev-parse --short=7`.
@@ -21,7 +24,7 @@ mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 
 if [ $# -eq 0 ]; then
-  set -- 2890e2e~1 dc9c913
+  set -- 222ffcb~1 2890e2e~1 dc9c913
 fi
 
 for commit in "$@"; do

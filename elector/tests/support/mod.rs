@@ -6,6 +6,7 @@
 mod clients;
 pub mod netns;
 mod observe;
+mod operator;
 pub mod pki;
 mod ports;
 mod restarts;
@@ -14,10 +15,11 @@ pub use restarts::DataRestart;
 pub mod sentinel_peer;
 mod sidecars;
 mod versions;
+mod writes;
 #[allow(unused_imports)] // used by the data_node_* tests only
 pub use sidecars::{sidecar_log, start_elector_and_watchdog, Procs};
 #[allow(unused_imports)] // used by tests/mixed_versions.rs only
-pub use versions::{old_elector, WireForm};
+pub use versions::{old_elector, ElectorBuilds, WireForm};
 
 pub use clients::*;
 use ports::{companion_port, data_port, release_data_port, PortTaken};
@@ -103,6 +105,10 @@ pub struct Cluster {
     pub down_after_ms: u64,
     /// `ulimit -n` for the electors, when a test sets one.
     pub elector_nofile: Option<u32>,
+    /// The configs leave the replication gate (protocol §6.10) out and kevy
+    /// listens where replicas dial it: `ELECTOR_TEST_LEGACY`, or a cluster
+    /// started from electors older than the gate (tests/mixed_versions.rs).
+    pub without_gate: bool,
     _tmp: tempfile::TempDir,
 }
 
@@ -177,6 +183,23 @@ fn redis_server_command(port: u16, dir: &std::path::Path) -> Command {
     cmd
 }
 
+/// Starts a cluster, again on fresh ports (3 tries) when a data node finds
+/// its port taken: the ports are checked free when chosen, but a process
+/// outside this test can still bind one before the node does.
+fn retry_on_taken_port(start: impl Fn() -> Result<Cluster, PortTaken>) -> Cluster {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match start() {
+            Ok(cluster) => return cluster,
+            Err(PortTaken(port)) if tries < 3 => {
+                eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
+            }
+            Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
+        }
+    }
+}
+
 pub fn require(binary: &str) {
     let found = Command::new("sh")
         .arg("-c")
@@ -237,30 +260,20 @@ impl Cluster {
     /// `data` data nodes and electors, then `witnesses` electors with no
     /// data node (protocol §4.5), with the short timings.
     pub fn start_with_witnesses(backend: Backend, data: usize, witnesses: usize) -> Cluster {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match Cluster::try_start(
+        retry_on_taken_port(|| {
+            Cluster::try_start(
                 backend,
                 (data, witnesses),
                 SHORT_TIMINGS,
                 None,
                 "",
                 &|_| String::new(),
-                &|_| elector_bin(),
-            ) {
-                Ok(cluster) => return cluster,
-                Err(PortTaken(port)) if tries < 3 => {
-                    eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
-                }
-                Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
-            }
-        }
+                &ElectorBuilds::current(),
+            )
+        })
     }
 
-    /// Starts the cluster, again on fresh ports (3 tries) when a data node
-    /// finds its port taken: the ports are checked free when chosen, but a
-    /// process outside this test can still bind one before the node does.
+    /// Starts the cluster ([`retry_on_taken_port`]).
     fn start_full(
         backend: Backend,
         n: usize,
@@ -269,28 +282,20 @@ impl Cluster {
         data_node_extra: &str,
         node_extra: &dyn Fn(&str) -> String,
     ) -> Cluster {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match Cluster::try_start(
+        retry_on_taken_port(|| {
+            Cluster::try_start(
                 backend,
                 (n, 0),
                 timings,
                 nofile,
                 data_node_extra,
                 node_extra,
-                &|_| elector_bin(),
-            ) {
-                Ok(cluster) => return cluster,
-                Err(PortTaken(port)) if tries < 3 => {
-                    eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
-                }
-                Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
-            }
-        }
+                &ElectorBuilds::current(),
+            )
+        })
     }
 
-    /// `bin_of(i)`: the elector binary of node `i` (0-based).
+    /// `builds`: each node's elector binary and the config it reads.
     fn try_start(
         backend: Backend,
         (data, witnesses): (usize, usize),
@@ -298,9 +303,10 @@ impl Cluster {
         nofile: Option<u32>,
         data_node_extra: &str,
         node_extra: &dyn Fn(&str) -> String,
-        bin_of: &dyn Fn(usize) -> PathBuf,
+        builds: &ElectorBuilds,
     ) -> Result<Cluster, PortTaken> {
         let n = data + witnesses;
+        let without_gate = legacy_elector() || builds.before_replication_gate;
         require(match backend {
             Backend::Kevy => "kevy",
             Backend::Redis => "redis-server",
@@ -319,7 +325,7 @@ impl Cluster {
                 elector: None,
                 watchdog: None,
                 dir: tmp.path().join(format!("n{i}")),
-                elector_bin: bin_of(i - 1),
+                elector_bin: (builds.bin_of)(i - 1),
                 own_pid_namespace: false,
             })
             .collect();
@@ -342,7 +348,7 @@ impl Cluster {
                 true => String::new(),
                 false => format!(
                     "data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\"{gate}{extra} }}\n",
-                    gate = if legacy_elector() {
+                    gate = if without_gate {
                         String::new()
                     } else {
                         format!(", local_replication_port_offset: {KEVY_LOCAL_REPLICATION_OFFSET}")
@@ -378,6 +384,7 @@ impl Cluster {
             nodes,
             down_after_ms: timings.1,
             elector_nofile: nofile,
+            without_gate,
             _tmp: tmp,
         };
         for i in 0..n {
@@ -402,7 +409,7 @@ impl Cluster {
                     node.data_port,
                     data_dir.display(),
                     node.data_port
-                        + if legacy_elector() {
+                        + if self.without_gate {
                             10_000
                         } else {
                             KEVY_LOCAL_REPLICATION_OFFSET

@@ -6,28 +6,57 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::ports::PortTaken;
 use super::Cluster;
 
-/// A wire form older than this tree's (docs/protocol.md §3.8), named by
-/// what its electors read.
+/// An elector older than this tree's, named by the wire form it reads
+/// (docs/protocol.md §3.8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WireForm {
-    /// No heartbeat flag `F`: reads neither the floor fields of `HB` nor
-    /// `OFFER`'s `forced` (the commit before 2890e2e).
+    /// Reads neither the floor fields of `HB` nor `OFFER`'s `forced`, and
+    /// drops a frame that has them (222ffcb~1, before the floors; also
+    /// before the replication gate, so its config has no gate keys).
     Legacy,
-    /// `F` but not `P`: `OFFER` with `forced`, without `led` (the commit
-    /// before f809e42).
+    /// Reads the floors and `forced` but sends no flag `F` (2890e2e~1), so
+    /// it is sent the Legacy form; drops an OFFER with `led`.
+    Unflagged,
+    /// `F` but not `P`: `OFFER` with `forced`, without `led` (dc9c913, the
+    /// commit before f809e42).
     Floors,
 }
 
 impl WireForm {
-    /// The commit whose elector speaks this form, as the build script names
-    /// its directory (`git rev-parse --short=7`).
+    /// The commit whose elector this is, as the build script names its
+    /// directory (`git rev-parse --short=7`).
     pub fn commit(self) -> &'static str {
         match self {
-            WireForm::Legacy => "e9e61c6",
+            WireForm::Legacy => "8829118",
+            WireForm::Unflagged => "e9e61c6",
             WireForm::Floors => "dc9c913",
+        }
+    }
+
+    /// Its electors know no replication gate (protocol §6.10): their
+    /// configs must leave its keys out (`deny_unknown_fields`), and kevy
+    /// listens where replicas dial it.
+    pub fn before_replication_gate(self) -> bool {
+        self == WireForm::Legacy
+    }
+}
+
+/// Which elector binary each node of a cluster starts from, and whether
+/// the configs are written for electors older than the replication gate.
+pub struct ElectorBuilds<'a> {
+    /// Node `i`'s binary (0-based).
+    pub bin_of: &'a dyn Fn(usize) -> PathBuf,
+    pub before_replication_gate: bool,
+}
+
+impl ElectorBuilds<'static> {
+    /// This build everywhere ([`super::elector_bin`]).
+    pub fn current() -> ElectorBuilds<'static> {
+        ElectorBuilds {
+            bin_of: &|_| super::elector_bin(),
+            before_replication_gate: false,
         }
     }
 }
@@ -56,33 +85,25 @@ pub fn old_elector(form: WireForm) -> PathBuf {
 }
 
 impl Cluster {
-    /// Like [`Cluster::start_with`], node `i`'s elector (0-based) run from
-    /// `bin_of(i)`; again on fresh ports when a data port was taken.
+    /// Like [`Cluster::start_with`], each node's elector from `builds`;
+    /// again on fresh ports when a data port was taken.
     pub fn start_mixed(
         backend: super::Backend,
         n: usize,
         timings: (&str, u64),
-        bin_of: &dyn Fn(usize) -> PathBuf,
+        builds: &ElectorBuilds,
     ) -> Cluster {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match Cluster::try_start(
+        super::retry_on_taken_port(|| {
+            Cluster::try_start(
                 backend,
                 (n, 0),
                 timings,
                 None,
                 "",
                 &|_| String::new(),
-                bin_of,
-            ) {
-                Ok(cluster) => return cluster,
-                Err(PortTaken(port)) if tries < 3 => {
-                    eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
-                }
-                Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
-            }
-        }
+                builds,
+            )
+        })
     }
 
     /// One step of a rolling upgrade: stops node `i`'s elector as a service
@@ -96,6 +117,20 @@ impl Cluster {
         self.keep_elector_log(i);
         self.nodes[i].elector_bin = bin;
         self.start_elector(i);
+    }
+
+    /// Writes `replication_gate: false` into node `i`'s config, for this
+    /// build taking over from an elector older than the gate: its kevy
+    /// listens where replicas dial it, and moving it behind the gate means
+    /// restarting it with another config, more than a binary upgrade.
+    pub fn config_keeps_the_gate_off(&self, i: usize) {
+        let node = &self.nodes[i];
+        let path = node.dir.join("elector.yaml");
+        let yaml = std::fs::read_to_string(&path).unwrap();
+        let address = format!("address: \"127.0.0.1:{}\"", node.data_port);
+        assert!(yaml.contains(&address), "no data_node address in {yaml}");
+        let yaml = yaml.replacen(&address, &format!("{address}, replication_gate: false"), 1);
+        std::fs::write(path, yaml).unwrap();
     }
 
     /// Keeps node `i`'s elector log as `elector-<id>.previous.log` (printed
