@@ -87,6 +87,11 @@ package-test: package
 package-systemd-test: package
     scripts/package-systemd-test.sh "$(ls -t target/debian/elector_*_amd64.deb | head -1)"
 
+# rolling binary upgrades across wire forms (docs/protocol.md §3.8): builds the electors of 222ffcb~1 (Legacy), 2890e2e~1 (no flag F) and dc9c913 (Floors) once into target/old-electors (minutes the first time), then runs elector/tests/mixed_versions.rs against this build, kevy and redis-server, one test at a time (not part of `just test`)
+mixed-versions *ARGS:
+    scripts/build-old-electors.sh
+    cargo test -p elector --test mixed_versions -- --include-ignored --test-threads 1 {{ARGS}}
+
 # the alert rules in a real Prometheus (Debian's package, our image): a 3-node lab per backend with LAB_MONITORING=1, kill the primary, ElectorPeerUnreachable must fire and then resolve after the restart, through Prometheus's HTTP API (about 1 min per backend)
 monitoring-test *BACKENDS:
     scripts/monitoring-test.py {{BACKENDS}}

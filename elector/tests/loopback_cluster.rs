@@ -153,22 +153,7 @@ fn switchover_under_load_loses_no_acknowledged_write(backend: Backend) {
         })
     };
     std::thread::sleep(Duration::from_millis(500));
-    let url = format!(
-        "http://127.0.0.1:{}/switchover",
-        cluster.nodes[old].api_port
-    );
-    let reply: serde_json::Value = ureq::post(&url)
-        .send_json(serde_json::json!({"to": target_id, "timeout_ms": 10_000}))
-        .unwrap_or_else(|e| match e {
-            ureq::Error::Status(code, r) => panic!(
-                "switchover refused {code}: {}",
-                r.into_string().unwrap_or_default()
-            ),
-            e => panic!("{e}"),
-        })
-        .into_json()
-        .unwrap();
-    eprintln!("switchover reply: {reply}");
+    let reply = cluster.request_switchover(old, target);
     assert_eq!(reply["to"], target_id.as_str());
     wait_until(
         Duration::from_secs(10),
@@ -183,17 +168,7 @@ fn switchover_under_load_loses_no_acknowledged_write(backend: Backend) {
         "too few acknowledged writes ({}) to prove anything",
         acked.len()
     );
-    let mut conn = cluster.client(target);
-    let lost: Vec<&String> = acked
-        .iter()
-        .filter(|k| {
-            redis::cmd("EXISTS")
-                .arg(k.as_str())
-                .query::<i64>(&mut conn)
-                .unwrap()
-                == 0
-        })
-        .collect();
+    let lost = cluster.missing_keys(target, &acked);
     assert!(
         lost.is_empty(),
         "{} acknowledged writes lost in the switchover: {:?}",

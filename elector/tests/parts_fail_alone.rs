@@ -5,7 +5,7 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use support::{acked_write, wait_until, Backend, Cluster};
+use support::{wait_until, Backend, Cluster};
 
 fn set_refused(cluster: &Cluster, i: usize, key: &str) -> bool {
     let Some(mut conn) = support::try_connect(
@@ -20,36 +20,6 @@ fn set_refused(cluster: &Cluster, i: usize, key: &str) -> bool {
         .arg("x")
         .query::<String>(&mut conn)
         .is_err()
-}
-
-fn acked_keys(cluster: &Cluster, primary: usize, prefix: &str, n: usize) -> Vec<String> {
-    let mut conn = cluster.client(primary);
-    // After an election kevy's replicas load a full snapshot first.
-    wait_until(
-        Duration::from_secs(15),
-        || acked_write(&mut conn, &format!("{prefix}:warm-up")),
-        "a first acknowledged write",
-    );
-    // kevy 7.0.0's WAIT 1 often runs into its timeout although the replica
-    // is in sync (README "Known limits"), so keep writing (bounded) until
-    // `n` writes are acknowledged.
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let mut keys = Vec::new();
-    for k in 0..10 * n {
-        if keys.len() == n || Instant::now() > deadline {
-            break;
-        }
-        let key = format!("{prefix}:{k}");
-        if acked_write(&mut conn, &key) {
-            keys.push(key);
-        }
-    }
-    assert!(
-        keys.len() >= n / 2,
-        "only {} writes acknowledged",
-        keys.len()
-    );
-    keys
 }
 
 fn assert_all_present(cluster: &Cluster, i: usize, keys: &[String]) {
@@ -73,7 +43,7 @@ fn a_primary_data_node_restarted_empty_is_not_made_writable_again(backend: Backe
     let mut cluster = Cluster::start(backend, 3);
     let old = cluster.wait_primary(Duration::from_secs(15));
     cluster.wait_replica_links(old);
-    let keys = acked_keys(&cluster, old, "before", 20);
+    let keys = cluster.acked_keys(old, "before", 20);
     let epoch_before = cluster.status(old).unwrap()["epoch"].as_u64().unwrap();
     cluster.kill_data(old);
     std::thread::sleep(Duration::from_millis(300));
@@ -149,7 +119,7 @@ fn a_stopped_primary_elector_gets_its_data_node_fenced(backend: Backend) {
     }
     let old = cluster.wait_primary(Duration::from_secs(15));
     cluster.wait_replica_links(old);
-    let keys = acked_keys(&cluster, old, "before", 10);
+    let keys = cluster.acked_keys(old, "before", 10);
     cluster.signal_elector(old, "STOP");
     let stopped = Instant::now();
     wait_until(

@@ -6,6 +6,7 @@
 mod clients;
 pub mod netns;
 mod observe;
+mod operator;
 pub mod pki;
 mod ports;
 mod restarts;
@@ -13,8 +14,12 @@ mod restarts;
 pub use restarts::DataRestart;
 pub mod sentinel_peer;
 mod sidecars;
+mod versions;
+mod writes;
 #[allow(unused_imports)] // used by the data_node_* tests only
 pub use sidecars::{sidecar_log, start_elector_and_watchdog, Procs};
+#[allow(unused_imports)] // used by tests/mixed_versions.rs only
+pub use versions::{old_elector, ElectorBuilds, WireForm};
 
 pub use clients::*;
 use ports::{companion_port, data_port, release_data_port, PortTaken};
@@ -84,6 +89,10 @@ pub struct NodeProcs {
     /// The data node's dead-man switch, when a test starts one.
     pub watchdog: Option<Child>,
     pub dir: PathBuf,
+    /// The binary node `i`'s elector (and watchdog) runs: [`elector_bin`],
+    /// unless a test runs an older build beside this one (a rolling binary
+    /// upgrade, tests/mixed_versions.rs).
+    pub elector_bin: PathBuf,
     /// Start the data node in a PID namespace of its own (`unshare --pid`):
     /// it is process 1 at every start, as in a container its runtime
     /// restarts (protocol §6.8).
@@ -96,6 +105,10 @@ pub struct Cluster {
     pub down_after_ms: u64,
     /// `ulimit -n` for the electors, when a test sets one.
     pub elector_nofile: Option<u32>,
+    /// The configs leave the replication gate (protocol §6.10) out and kevy
+    /// listens where replicas dial it: `ELECTOR_TEST_LEGACY`, or a cluster
+    /// started from electors older than the gate (tests/mixed_versions.rs).
+    pub without_gate: bool,
     _tmp: tempfile::TempDir,
 }
 
@@ -176,6 +189,23 @@ fn redis_server_command(port: u16, dir: &std::path::Path) -> Command {
     cmd
 }
 
+/// Starts a cluster, again on fresh ports (3 tries) when a data node finds
+/// its port taken: the ports are checked free when chosen, but a process
+/// outside this test can still bind one before the node does.
+fn retry_on_taken_port(start: impl Fn() -> Result<Cluster, PortTaken>) -> Cluster {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match start() {
+            Ok(cluster) => return cluster,
+            Err(PortTaken(port)) if tries < 3 => {
+                eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
+            }
+            Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
+        }
+    }
+}
+
 pub fn require(binary: &str) {
     let found = Command::new("sh")
         .arg("-c")
@@ -236,24 +266,20 @@ impl Cluster {
     /// `data` data nodes and electors, then `witnesses` electors with no
     /// data node (protocol §4.5), with the short timings.
     pub fn start_with_witnesses(backend: Backend, data: usize, witnesses: usize) -> Cluster {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match Cluster::try_start(backend, (data, witnesses), SHORT_TIMINGS, None, "", &|_| {
-                String::new()
-            }) {
-                Ok(cluster) => return cluster,
-                Err(PortTaken(port)) if tries < 3 => {
-                    eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
-                }
-                Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
-            }
-        }
+        retry_on_taken_port(|| {
+            Cluster::try_start(
+                backend,
+                (data, witnesses),
+                SHORT_TIMINGS,
+                None,
+                "",
+                &|_| String::new(),
+                &ElectorBuilds::current(),
+            )
+        })
     }
 
-    /// Starts the cluster, again on fresh ports (3 tries) when a data node
-    /// finds its port taken: the ports are checked free when chosen, but a
-    /// process outside this test can still bind one before the node does.
+    /// Starts the cluster ([`retry_on_taken_port`]).
     fn start_full(
         backend: Backend,
         n: usize,
@@ -262,26 +288,20 @@ impl Cluster {
         data_node_extra: &str,
         node_extra: &dyn Fn(&str) -> String,
     ) -> Cluster {
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            match Cluster::try_start(
+        retry_on_taken_port(|| {
+            Cluster::try_start(
                 backend,
                 (n, 0),
                 timings,
                 nofile,
                 data_node_extra,
                 node_extra,
-            ) {
-                Ok(cluster) => return cluster,
-                Err(PortTaken(port)) if tries < 3 => {
-                    eprintln!("data port {port} was taken before the node bound it; starting again on fresh ports");
-                }
-                Err(PortTaken(port)) => panic!("data port {port} taken on {tries} tries"),
-            }
-        }
+                &ElectorBuilds::current(),
+            )
+        })
     }
 
+    /// `builds`: each node's elector binary and the config it reads.
     fn try_start(
         backend: Backend,
         (data, witnesses): (usize, usize),
@@ -289,8 +309,10 @@ impl Cluster {
         nofile: Option<u32>,
         data_node_extra: &str,
         node_extra: &dyn Fn(&str) -> String,
+        builds: &ElectorBuilds,
     ) -> Result<Cluster, PortTaken> {
         let n = data + witnesses;
+        let without_gate = legacy_elector() || builds.before_replication_gate;
         require(match backend {
             Backend::Kevy => "kevy",
             Backend::Redis => "redis-server",
@@ -309,6 +331,7 @@ impl Cluster {
                 elector: None,
                 watchdog: None,
                 dir: tmp.path().join(format!("n{i}")),
+                elector_bin: (builds.bin_of)(i - 1),
                 own_pid_namespace: false,
             })
             .collect();
@@ -331,7 +354,7 @@ impl Cluster {
                 true => String::new(),
                 false => format!(
                     "data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\"{gate}{extra} }}\n",
-                    gate = if legacy_elector() {
+                    gate = if without_gate {
                         String::new()
                     } else {
                         format!(", local_replication_port_offset: {KEVY_LOCAL_REPLICATION_OFFSET}")
@@ -367,6 +390,7 @@ impl Cluster {
             nodes,
             down_after_ms: timings.1,
             elector_nofile: nofile,
+            without_gate,
             _tmp: tmp,
         };
         for i in 0..n {
@@ -391,7 +415,7 @@ impl Cluster {
                     node.data_port,
                     data_dir.display(),
                     node.data_port
-                        + if legacy_elector() {
+                        + if self.without_gate {
                             10_000
                         } else {
                             KEVY_LOCAL_REPLICATION_OFFSET
@@ -461,16 +485,17 @@ impl Cluster {
     pub fn start_elector(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         let log = std::fs::File::create(node.dir.join(format!("elector-{}.log", node.id))).unwrap();
+        let bin = node.elector_bin.clone();
         let mut cmd = match self.elector_nofile {
             // `exec` keeps the pid, so signals reach the elector itself.
             Some(n) => {
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
-                    .arg(elector_bin());
+                    .arg(bin);
                 c
             }
-            None => Command::new(elector_bin()),
+            None => Command::new(bin),
         };
         let child = cmd
             .arg("run")
@@ -536,7 +561,7 @@ impl Cluster {
         let node = &mut self.nodes[i];
         let log =
             std::fs::File::create(node.dir.join(format!("watchdog-{}.log", node.id))).unwrap();
-        let child = Command::new(elector_bin())
+        let child = Command::new(&node.elector_bin)
             .arg("watchdog")
             .arg("--config")
             .arg(node.dir.join("elector.yaml"))

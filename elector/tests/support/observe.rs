@@ -119,6 +119,7 @@ impl Cluster {
     pub fn dump_logs(&self) {
         for n in &self.nodes {
             for f in [
+                format!("elector-{}.previous.log", n.id),
                 format!("elector-{}.log", n.id),
                 format!("watchdog-{}.log", n.id),
                 "data.log".to_string(),
