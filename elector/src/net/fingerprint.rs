@@ -16,8 +16,9 @@
 //! candidate with a longer timeout than its voters could win after they
 //! resumed echoing, while the old primary's lease still held. A fingerprint
 //! of four fields comes from an elector older than that and is compared on
-//! those four (a binary upgrade rolls; keep `election_timeout_ms` the same
-//! on every node while it does).
+//! those four, and such a peer is sent four fields in turn: it refuses a
+//! fifth as malformed (a binary upgrade rolls; keep `election_timeout_ms`
+//! the same on every node while it does).
 //! Addresses are left out on purpose: two nodes may reach a third by
 //! different addresses (NAT, DNS names); the ids are what votes count.
 
@@ -28,6 +29,31 @@ use crate::core::Timings;
 
 /// Longest fingerprint accepted from the wire.
 pub(crate) const MAX_FINGERPRINT_LEN: usize = 64;
+
+/// How much of the fingerprint a peer's elector reads, as its own `HELLO`
+/// shows (§3.7, §3.8): an elector refuses a fingerprint with more fields than
+/// it knows as malformed, so during a binary upgrade each peer is sent the
+/// form it sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FingerprintForm {
+    /// Every field this version sends.
+    Full,
+    /// From before `election_timeout` joined it: four fields.
+    FourFields,
+    /// From before the fingerprint: none at all.
+    Absent,
+}
+
+impl FingerprintForm {
+    /// The form a peer reads, from the fingerprint it sent (`None`: none).
+    pub(crate) fn of(theirs: Option<&Fingerprint>) -> Self {
+        match theirs {
+            None => FingerprintForm::Absent,
+            Some(f) if f.election_timeout_ms.is_none() => FingerprintForm::FourFields,
+            Some(_) => FingerprintForm::Full,
+        }
+    }
+}
 
 /// The parts of a configuration peers must share.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +127,24 @@ impl Fingerprint {
             election_timeout_ms,
         };
         parts.next().is_none().then_some(fp)
+    }
+
+    /// Our fingerprint as a peer that reads `form` expects it in `HELLO`
+    /// (`None`: send none). A peer compares what it reads, and we compare
+    /// its shorter fingerprint on the fields it has: neither side checks
+    /// more than the older one knows, whichever way the `HELLO` goes.
+    pub(crate) fn wire_for(&self, form: FingerprintForm) -> Option<String> {
+        match form {
+            FingerprintForm::Full => Some(self.to_string()),
+            FingerprintForm::FourFields => Some(
+                Fingerprint {
+                    election_timeout_ms: None,
+                    ..self.clone()
+                }
+                .to_string(),
+            ),
+            FingerprintForm::Absent => None,
+        }
     }
 
     /// What differs between ours (`self`) and a peer's, for the refusal

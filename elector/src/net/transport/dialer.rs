@@ -128,7 +128,7 @@ async fn serve<S: AsyncRead + AsyncWrite + Unpin>(
     let t = shared.timings;
     let hello = Message::Hello {
         node_id: shared.me.clone(),
-        fingerprint: Some(shared.fingerprint.to_string()),
+        fingerprint: shared.hello_fingerprint_for(peer),
     };
     if let Err(why) =
         write_frame(&mut stream, &encode(&hello, peer, shared), t.write_deadline).await

@@ -11,7 +11,7 @@
 use super::{Close, Inbound, Shared};
 use crate::net::auth::unix_ms_now;
 use crate::net::codec::{self, Limits};
-use crate::net::fingerprint::Fingerprint;
+use crate::net::fingerprint::{Fingerprint, FingerprintForm};
 use crate::protocol::{heartbeat_form, Message, NodeId};
 use crate::tls::peer::{identity_mismatch, presented_names};
 use std::collections::HashMap;
@@ -146,10 +146,15 @@ pub(super) async fn accept_loop(
 /// A peer that sends no fingerprint runs an elector from before the
 /// extension and is let in (a rolling upgrade must keep working); one that
 /// sends a different or malformed fingerprint is refused, and the refusal
-/// names what differs (§3.7).
-fn fingerprint_mismatch(shared: &Shared, peer: &str, theirs: Option<&str>) -> Result<(), String> {
+/// names what differs (§3.7). What it let in says which form the peer
+/// reads (§3.8).
+fn fingerprint_mismatch(
+    shared: &Shared,
+    peer: &str,
+    theirs: Option<&str>,
+) -> Result<FingerprintForm, String> {
     let Some(theirs) = theirs else {
-        return Ok(());
+        return Ok(FingerprintForm::Absent);
     };
     let Some(parsed) = Fingerprint::parse(theirs) else {
         return Err(format!(
@@ -158,7 +163,7 @@ fn fingerprint_mismatch(shared: &Shared, peer: &str, theirs: Option<&str>) -> Re
     };
     let diff = shared.fingerprint.differences(&parsed);
     if diff.is_empty() {
-        return Ok(());
+        return Ok(FingerprintForm::of(Some(&parsed)));
     }
     Err(format!(
         "{peer} runs another configuration: {}; refusing its messages until the timings and members agree (protocol §3.7)",
@@ -259,10 +264,9 @@ pub(super) async fn read_connection<S: AsyncRead + Unpin>(
                             format!("HELLO claims {node_id}: {why}"),
                         );
                     }
-                    if let Err(detail) =
-                        fingerprint_mismatch(shared, node_id, fingerprint.as_deref())
-                    {
-                        return reject(shared, "config_mismatch", detail);
+                    match fingerprint_mismatch(shared, node_id, fingerprint.as_deref()) {
+                        Ok(form) => shared.peer_hello(node_id, form),
+                        Err(detail) => return reject(shared, "config_mismatch", detail),
                     }
                     sender = Some(node_id.clone());
                     ticket = None; // no longer pending

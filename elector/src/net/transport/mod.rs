@@ -22,7 +22,7 @@ mod listener;
 use crate::api::metrics::Metrics;
 use crate::net::auth::Authenticator;
 use crate::net::codec;
-use crate::net::fingerprint::Fingerprint;
+use crate::net::fingerprint::{Fingerprint, FingerprintForm};
 use crate::protocol::{Message, NodeId, PeerForm};
 use crate::tls::peer::PeerTls;
 use std::collections::{HashMap, VecDeque};
@@ -168,6 +168,9 @@ pub(crate) struct Shared {
     /// version sends (an elector from before them, during a binary
     /// upgrade), and the form they read (protocol §3.8).
     pub(crate) short_form: Mutex<HashMap<NodeId, PeerForm>>,
+    /// Peers whose latest `HELLO` carried a shorter fingerprint than ours
+    /// (or none), and the form our `HELLO` to them takes (§3.7, §3.8).
+    pub(crate) hello_form: Mutex<HashMap<NodeId, FingerprintForm>>,
     /// Mutual TLS on every connection (`tls.election`), or plain TCP.
     pub(crate) tls: Option<Arc<PeerTls>>,
 }
@@ -195,20 +198,14 @@ impl Shared {
             newest,
             timings,
             short_form: Mutex::default(),
+            hello_form: Mutex::default(),
             tls: None,
         }
     }
 
     /// Notes which form `peer`'s latest heartbeat says it reads.
     pub(crate) fn peer_reads(&self, peer: &str, form: PeerForm) {
-        let mut short = self.short_form.lock().unwrap_or_else(|e| e.into_inner());
-        let before = short.get(peer).copied().unwrap_or(PeerForm::Full);
-        if form == PeerForm::Full {
-            short.remove(peer);
-        } else {
-            short.insert(peer.to_string(), form);
-        }
-        if before != form {
+        if set_form(&self.short_form, peer, form, PeerForm::Full) {
             tracing::info!(
                 %peer, ?form,
                 "peer's elector version changed: sending it the form it reads (protocol §3.8)"
@@ -216,16 +213,57 @@ impl Shared {
         }
     }
 
+    /// Records the fingerprint form `peer`'s `HELLO` showed (§3.8).
+    pub(crate) fn peer_hello(&self, peer: &str, form: FingerprintForm) {
+        if set_form(&self.hello_form, peer, form, FingerprintForm::Full) {
+            tracing::info!(
+                %peer, ?form,
+                "peer's HELLO shows another fingerprint form: ours to it takes that form (protocol §3.8)"
+            );
+        }
+    }
+
+    /// The fingerprint our `HELLO` to `peer` carries: the full one until
+    /// its own `HELLO` shows it reads less (an older elector refuses our
+    /// first one and dials us meanwhile, so the next dial is understood).
+    pub(crate) fn hello_fingerprint_for(&self, peer: &str) -> Option<String> {
+        let form = form_of(&self.hello_form, peer, FingerprintForm::Full);
+        self.fingerprint.wire_for(form)
+    }
+
     /// The form `peer` gets: until its first heartbeat says otherwise, the
     /// full one (§3.8).
     fn form_for(&self, peer: &str) -> PeerForm {
-        self.short_form
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(peer)
-            .copied()
-            .unwrap_or(PeerForm::Full)
+        form_of(&self.short_form, peer, PeerForm::Full)
     }
+}
+
+/// Records `form` for `peer` in a per-peer table that keeps only peers
+/// reading less than `full` (§3.8); true when it changed.
+fn set_form<F: Copy + PartialEq>(
+    table: &Mutex<HashMap<NodeId, F>>,
+    peer: &str,
+    form: F,
+    full: F,
+) -> bool {
+    let mut table = table.lock().unwrap_or_else(|e| e.into_inner());
+    let before = table.get(peer).copied().unwrap_or(full);
+    if form == full {
+        table.remove(peer);
+    } else {
+        table.insert(peer.to_string(), form);
+    }
+    before != form
+}
+
+/// `peer`'s entry in such a table, `full` when it has none.
+fn form_of<F: Copy>(table: &Mutex<HashMap<NodeId, F>>, peer: &str, full: F) -> F {
+    table
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(peer)
+        .copied()
+        .unwrap_or(full)
 }
 
 impl Shared {

@@ -374,3 +374,66 @@ async fn a_newer_connection_from_the_same_peer_supersedes_the_older_one_3_3() {
         None
     );
 }
+
+/// The fingerprint field of the `HELLO` that opens `conn` (auth off: the
+/// frame is the message's fields).
+async fn hello_fingerprint(conn: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 256];
+    loop {
+        if let Ok(Some((fields, _))) = codec::decode(&buf, &codec::Limits::default()) {
+            return match Message::from_fields(&fields).expect("a message") {
+                Message::Hello { fingerprint, .. } => fingerprint,
+                other => panic!("not a HELLO: {other:?}"),
+            };
+        }
+        let n = tokio::time::timeout(Duration::from_secs(2), conn.read(&mut chunk))
+            .await
+            .expect("a HELLO within 2 s")
+            .unwrap();
+        assert!(n > 0, "closed before a whole HELLO");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// §3.8: an elector from before `election_timeout` joined the fingerprint
+/// refuses a five-field one as malformed (the mixed-version test saw a
+/// rolling upgrade from such a build never settle). Its own `HELLO` shows
+/// four fields; from then on ours to it carries four, and one from before
+/// the fingerprint gets none.
+#[tokio::test]
+async fn a_peer_whose_hello_shows_a_shorter_fingerprint_is_sent_that_form_3_8() {
+    let shared = shared(quick());
+    let (addr, _rx) = listen(&shared).await;
+    let peer = dialed_peer(&shared).await;
+    let full = shared.fingerprint.to_string();
+    let four = full.rsplit_once('/').unwrap().0.to_string();
+    let (mut first, _) = peer.accept().await.unwrap();
+    assert_eq!(hello_fingerprint(&mut first).await, Some(full.clone()));
+    for (theirs, expected) in [
+        (Some(four.clone()), Some(four)),
+        (None, None),
+        (Some(full.clone()), Some(full)),
+    ] {
+        // The old peer dials us with its own HELLO, and refuses ours.
+        let mut inbound = TcpStream::connect(addr).await.unwrap();
+        let msg = Message::Hello {
+            node_id: "n2".into(),
+            fingerprint: theirs.clone(),
+        };
+        inbound
+            .write_all(&codec::encode_owned(&msg.to_fields()))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(first);
+        let (mut next, _) = peer.accept().await.unwrap();
+        assert_eq!(
+            hello_fingerprint(&mut next).await,
+            expected,
+            "after a HELLO with {theirs:?}"
+        );
+        first = next;
+    }
+    assert_eq!(closed(&shared, "rejected"), 0, "every HELLO was let in");
+}
