@@ -260,8 +260,12 @@ impl Trio {
                 .copied()
                 .filter(|&i| {
                     let text = info(self.nodes[i].ports.data);
+                    // Online, not merely connected: a replica still in its
+                    // first sync acknowledges nothing, and the first
+                    // `WAIT 1 1000` then went unanswered on a loaded host.
                     text.contains("role:master")
                         && text.contains(&format!("connected_slaves:{replicas}"))
+                        && text.matches("state=online").count() == replicas
                         && min_replicas_to_write(self.nodes[i].ports.data).as_deref()
                             != Some(FENCED)
                 })
