@@ -20,22 +20,7 @@
 mod support;
 
 use std::time::{Duration, Instant};
-use support::{wait_until, Backend, Cluster, DataRestart};
-
-/// SET then `WAIT replicas`: acknowledged by that many replicas.
-fn acked_by(conn: &mut redis::Connection, key: &str, replicas: u64) -> bool {
-    acked_value_by(conn, key, "v", replicas)
-}
-
-fn acked_value_by(conn: &mut redis::Connection, key: &str, value: &str, replicas: u64) -> bool {
-    let set: redis::RedisResult<String> = redis::cmd("SET").arg(key).arg(value).query(conn);
-    set.is_ok()
-        && redis::cmd("WAIT")
-            .arg(replicas)
-            .arg(1000)
-            .query::<i64>(conn)
-            .is_ok_and(|n| n >= replicas as i64)
-}
+use support::{acked_value_by, wait_until, Backend, Cluster, DataRestart};
 
 /// `n` keys acknowledged by `replicas` replicas on `primary` (bounded in
 /// count and time); the keys the client was told are safe.
@@ -46,29 +31,7 @@ fn acknowledged_keys(
     n: usize,
     replicas: u64,
 ) -> Vec<String> {
-    let mut conn = cluster.client(primary);
-    wait_until(
-        Duration::from_secs(15),
-        || acked_by(&mut conn, &format!("{prefix}:warm-up"), replicas),
-        "a first acknowledged write",
-    );
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let mut keys = Vec::new();
-    for k in 0..10 * n {
-        if keys.len() == n || Instant::now() > deadline {
-            break;
-        }
-        let key = format!("{prefix}:{k}");
-        if acked_by(&mut conn, &key, replicas) {
-            keys.push(key);
-        }
-    }
-    assert!(
-        keys.len() >= n / 2,
-        "only {} writes acknowledged",
-        keys.len()
-    );
-    keys
+    cluster.acked_keys_by(primary, prefix, n, replicas)
 }
 
 /// The acknowledged keys node `i` does not hold.

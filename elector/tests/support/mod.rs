@@ -20,6 +20,8 @@ mod writes;
 pub use sidecars::{sidecar_log, start_elector_and_watchdog, Procs};
 #[allow(unused_imports)] // used by tests/mixed_versions.rs only
 pub use versions::{old_elector, ElectorBuilds, WireForm};
+#[allow(unused_imports)] // used by tests/data_safety.rs only
+pub use writes::acked_value_by;
 
 pub use clients::*;
 use ports::{companion_port, data_port, release_data_port, PortTaken};
