@@ -695,6 +695,11 @@ impl Shell {
                             why: why.to_string(),
                         })
                     }
+                    Err(why @ SwitchoverFailure::DataNodeNotServing) => {
+                        Err(SwitchoverError::NotReady {
+                            why: why.to_string(),
+                        })
+                    }
                     Err(why) => Err(SwitchoverError::Failed {
                         why: why.to_string(),
                     }),

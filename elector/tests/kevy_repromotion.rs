@@ -328,13 +328,10 @@ fn a_kevy_primary_demoted_by_someone_else_resigns_and_wait_counts_no_acknowledge
 /// `POST /switchover` on `from`'s API towards node `to`, once `from` sees
 /// `to` alive and eligible (docs/interfaces.md `/status`: a primary that
 /// has just handed over is not eligible until its first heartbeat as a
-/// replica; CI once asked 9 ms after the first switchover and got 409);
-/// panics if refused.
+/// replica; CI once asked 9 ms after the first switchover and got 409;
+/// and a primary elected a moment ago answers `not_ready` until its data
+/// node is promoted, asked again); panics if refused.
 fn switchover(cluster: &Cluster, from: usize, to: usize) {
-    let url = format!(
-        "http://127.0.0.1:{}/switchover",
-        cluster.nodes[from].api_port
-    );
     let to_id = cluster.nodes[to].id.clone();
     wait_for(
         Duration::from_secs(10),
@@ -345,15 +342,8 @@ fn switchover(cluster: &Cluster, from: usize, to: usize) {
                 .is_some_and(|p| p["alive"] == true && p["eligible"] == true)
         },
     );
-    let reply = ureq::post(&url).send_json(serde_json::json!({"to": to_id, "timeout_ms": 10_000}));
-    if let Err(e) = reply {
-        let text = match e {
-            ureq::Error::Status(code, r) => {
-                format!("{code}: {}", r.into_string().unwrap_or_default())
-            }
-            e => e.to_string(),
-        };
-        panic!("switchover {from} -> {to} refused: {text}");
+    if let Err(e) = support::post_switchover(cluster.nodes[from].api_port, &to_id, 10_000) {
+        panic!("switchover {from} -> {to} refused: {e}");
     }
 }
 

@@ -9,7 +9,7 @@
 #[allow(dead_code)] // the simulator is shared with the other simulation tests
 mod sim;
 
-use elector::core::Faults;
+use elector::core::{Faults, Proof, Unproven};
 use elector::protocol::Role;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -146,6 +146,51 @@ fn holder_out_of_reach(seed: u64, faults: Faults) -> Result<Sim, Failure> {
     match result {
         Ok(()) => Ok(sim),
         Err(e) => Err(Box::new((sim, e))),
+    }
+}
+
+/// A primary demoted by hand while its elector's observation reads: its
+/// `INFO` says `master`, its token is already the replica's `[0, 0]` (a CI
+/// rehearsal of 0b44f29, protocol §9). Whether the demoted node's
+/// position was ever read as unproven for leaving its stream in the
+/// second after.
+fn hand_demotion_read_mid_change(seed: u64, reads_role_once: bool) -> Result<bool, String> {
+    let mut pick = StdRng::seed_from_u64(seed);
+    let mut sim = Sim::kevy(seed, 3, 0, world(seed, true), Faults::default());
+    sim.kevy_reads_role_once = reads_role_once;
+    let t0 = pick.gen_range(4_000..6_000);
+    run(&mut sim, t0)?;
+    let p = sim.primary().ok_or("no primary before the fault")?;
+    if sim.nodes[p].core.as_ref().map(|c| c.proof()) != Some(Proof::Proven) {
+        return Ok(false);
+    }
+    sim.demote_by_hand_read(p, true);
+    let mut left = false;
+    for step in 1..=100 {
+        run(&mut sim, t0 + step * 10)?;
+        let proof = sim.nodes[p].core.as_ref().map(|c| c.proof());
+        left |= proof == Some(Proof::Unproven(Unproven::LeftStream));
+    }
+    Ok(left)
+}
+
+#[test]
+fn reading_the_role_once_the_model_reads_a_hand_demotion_mid_read_as_a_second_stream() {
+    let hit = (0..50).find(|&seed| hand_demotion_read_mid_change(seed, true) == Ok(true));
+    let seed = hit.expect("the kevy model must read a token of the replica beside INFO's master");
+    eprintln!("read as leaving its stream with INFO read once: SIM_SEED={seed}");
+}
+
+#[test]
+fn a_kevy_primary_demoted_by_hand_mid_read_never_reads_as_leaving_its_stream() {
+    for seed in seeds() {
+        match hand_demotion_read_mid_change(seed, false) {
+            Ok(false) => {}
+            Ok(true) => panic!(
+                "seed {seed}: the demoted primary's position was unproven for leaving its stream\nreplay with: SIM_SEED={seed} cargo test -p elector --test kevy_simulation mid_read"
+            ),
+            Err(e) => panic!("seed {seed}: {e}"),
+        }
     }
 }
 

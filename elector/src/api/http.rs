@@ -135,6 +135,10 @@ pub enum SwitchoverError {
     TargetNotEligible { to: String, why: String },
     #[error("a switchover is already in progress")]
     InProgress,
+    /// The primary cannot hand over yet (its data node is still being
+    /// promoted); the same request a moment later can succeed.
+    #[error("not now: {why}")]
+    NotReady { why: String },
     #[error(
         "the target did not catch up within {timeout_ms} ms; rolled back, the old primary resumed"
     )]
@@ -153,7 +157,8 @@ impl SwitchoverError {
             SwitchoverError::NotPrimary { .. }
             | SwitchoverError::UnknownTarget { .. }
             | SwitchoverError::TargetNotEligible { .. }
-            | SwitchoverError::InProgress => StatusCode::CONFLICT,
+            | SwitchoverError::InProgress
+            | SwitchoverError::NotReady { .. } => StatusCode::CONFLICT,
             SwitchoverError::Timeout { .. }
             | SwitchoverError::Failed { .. }
             | SwitchoverError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,

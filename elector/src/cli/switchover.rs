@@ -18,7 +18,12 @@ pub fn switchover(
 ) -> Result<serde_json::Value, CliError> {
     let body = serde_json::json!({"to": to, "timeout_ms": timeout.as_millis() as u64}).to_string();
     let mut target = node.to_string();
-    for attempt in 0..2 {
+    // A primary elected a moment ago answers `not_ready` until its data
+    // node is promoted (protocol §8): asked again, for as long as the
+    // switchover itself may take.
+    let not_ready_until = std::time::Instant::now() + timeout;
+    let mut attempt = 0;
+    while attempt < 2 {
         let url = url(&target, "/switchover");
         let mut req = client
             .agent(&url, timeout + Duration::from_secs(10))?
@@ -40,10 +45,19 @@ pub fn switchover(
         if code == 200 {
             return Ok(value);
         }
+        if code == 409
+            && value["error"] == "not_ready"
+            && std::time::Instant::now() < not_ready_until
+        {
+            tracing::info!(at = %target, why = %value["message"], "not now; asking again");
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
         if code == 409 && value["error"] == "not_primary" && attempt == 0 {
             if let Some(api) = value["primary_api"].as_str() {
                 tracing::info!(from = %target, to = api, "not the primary; asking the primary");
                 target = inherit_scheme(node, api);
+                attempt += 1;
                 continue;
             }
         }

@@ -190,6 +190,14 @@ impl Core {
             Some(SwitchoverFailure::NotMember)
         } else if l.fenced_by_lease {
             Some(SwitchoverFailure::QuorumLost)
+        } else if !self.data_settled() {
+            // Elected a moment ago: its data node may not be a primary yet
+            // (kevy's promotion hold, an apply in flight), and a handover
+            // cannot drain what is not serving; the target would wait for
+            // a primary that never appears until the timeout (CI,
+            // tests/kevy_repromotion.rs: a switchover asked 10 ms after
+            // the election).
+            Some(SwitchoverFailure::DataNodeNotServing)
         } else {
             match self.peers.get(to) {
                 Some(v)

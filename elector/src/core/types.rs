@@ -411,6 +411,8 @@ pub enum SwitchoverFailure {
     QuorumLost,
     #[error("the target is not alive or not eligible")]
     TargetNotEligible,
+    #[error("this primary's data node has not carried out its promotion yet (or cannot be read); ask again shortly")]
+    DataNodeNotServing,
     #[error("the target did not catch up in time; the primary resumed writes")]
     DidNotCatchUp,
     #[error("the handover election did not complete in time; a regular election follows")]

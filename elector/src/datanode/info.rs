@@ -168,6 +168,16 @@ impl ReplicationInfo {
             && self.master_host.as_deref() == Some(host)
             && self.master_port == Some(port)
     }
+
+    /// Both readings show the same role and, for a replica, the same
+    /// upstream: nothing changed the node's role between them. A reply
+    /// read between two such readings in one pipeline was read in that
+    /// role too (kevy, protocol §6.10: the token between two `INFO`s).
+    pub(crate) fn same_role_as(&self, other: &ReplicationInfo) -> bool {
+        self.role == other.role
+            && (self.is_master()
+                || (self.master_host == other.master_host && self.master_port == other.master_port))
+    }
 }
 
 /// The primary a replica was last pointed at: its configured address and

@@ -20,6 +20,7 @@
 
 use super::ack_nudge::{self, Shared as NudgeShared, ACK_NUDGE};
 use super::client::{Credentials, RespClient};
+use super::info::parse_identity;
 use super::kevy_pad::FRAMES_PER_BATCH;
 use super::kevy_policy::{
     Clock, KevyCommand, KevyOutcome, KevyPolicy, KevyReading, KevySettings, KevyStep, PipelineRead,
@@ -331,12 +332,39 @@ impl DataNodeAdapter for KevyNode {
     }
 
     async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
-        let info = self.client.replication_info().await?;
-        // Raw, so that `-LOADING` (a full resync) is a reading, not a failure.
-        let token = self.client.pipeline(&[&["REPL.TOKEN"]]).await?;
+        // One round trip, the token between two readings of the role (a
+        // role change by another client in between is then seen, not read
+        // as a stream: `KevyReading::info_after`). Raw replies, so that
+        // `-LOADING` (a full resync) is a reading, not a failure.
+        let replies = self
+            .client
+            .pipeline(&[
+                &["INFO", "server"],
+                &["INFO", "replication"],
+                &["REPL.TOKEN"],
+                &["INFO", "replication"],
+            ])
+            .await?;
+        let text = |i: usize| match replies.get(i) {
+            Some(redis::Value::BulkString(b)) => Ok(String::from_utf8_lossy(b).into_owned()),
+            Some(redis::Value::ServerError(e)) => Err(DataNodeError::Refused {
+                command: if i == 0 {
+                    "INFO server"
+                } else {
+                    "INFO replication"
+                }
+                .into(),
+                message: format!("{}: {}", e.code(), e.details().unwrap_or_default()),
+            }),
+            other => Err(DataNodeError::BadInfo(format!("{other:?}"))),
+        };
+        let mut info = ReplicationInfo::parse(&text(1)?)?;
+        info.identity = parse_identity(&text(0)?);
+        let info_after = text(3).ok().and_then(|t| ReplicationInfo::parse(&t).ok());
         let reading = KevyReading {
             info,
-            token: token.into_iter().next(),
+            token: replies.get(2).cloned(),
+            info_after,
             // A missing file is a watchdog that never clamped: 0.
             watchdog_clamps: self
                 .files

@@ -78,6 +78,11 @@ pub struct KevyState {
     pub loading_until: Millis,
     /// Full resyncs this server took, over its processes.
     pub full_syncs: u64,
+    /// Someone else changed the role (a hand demotion, the watchdog's
+    /// detach) while an observation was reading: its `INFO replication`
+    /// was read before the change, at this time, its token and second
+    /// `INFO` after (`KevyReading::info_after`).
+    pub read_mid_change: Option<(ReplicationInfo, Millis)>,
 }
 
 impl DataNode {

@@ -159,9 +159,18 @@ impl Sim {
     /// nowhere) behind its running elector (issue 34 (b)).
     #[allow(dead_code)] // used by tests/simulation.rs, not tests/preemption.rs
     pub fn demote_by_hand(&mut self, i: usize) {
+        self.demote_by_hand_read(i, false);
+    }
+
+    /// [`Self::demote_by_hand`] while the elector's observation is reading
+    /// (`surely`; otherwise half the time): its `INFO` says `master`, its
+    /// token is already the replica's (a CI rehearsal of 0b44f29, protocol
+    /// §9).
+    pub fn demote_by_hand_read(&mut self, i: usize, surely: bool) {
         let d = &mut self.nodes[i].data;
         if d.up && d.is_master() {
             self.trace(i, "DEMOTED BY HAND");
+            self.kevy_role_changing(i, surely);
             let d = &mut self.nodes[i].data;
             d.applied = DataNodeTarget::Isolated;
             d.link_up = false;
@@ -364,6 +373,8 @@ impl Sim {
         }
         let d = &mut self.nodes[i].data;
         if d.up && d.applied != DataNodeTarget::Isolated {
+            self.kevy_role_changing(i, false);
+            let d = &mut self.nodes[i].data;
             d.applied = DataNodeTarget::Isolated;
             d.link_up = false;
             self.trace(i, "WATCHDOG CLAMP");

@@ -34,6 +34,10 @@ use rand::Rng;
 /// The replication port offset the model's members use (the gate's).
 const REPLICATION_OFFSET: u16 = 10_000;
 
+/// How long an observation in flight may have begun before a role change
+/// (one adapter poll).
+const MID_CHANGE_MS: Millis = 50;
+
 /// kevy's tick at its default `[expiry] hz = 10`.
 const KEVY_TICK_MS: Millis = 100;
 
@@ -417,6 +421,23 @@ impl Sim {
         self.kevy_follow(i, step);
     }
 
+    /// Someone else is about to change node `i`'s role: an observation in
+    /// flight may have read `INFO replication` just before (half the
+    /// time, by a hash of the time, so that the random schedules draw
+    /// nothing more and their kept seeds replay).
+    pub(super) fn kevy_role_changing(&mut self, i: usize, surely: bool) {
+        let drawn = (self.now ^ (i as u64 * 0x9e37)).is_multiple_of(2);
+        if self.nodes[i].data.kevy.is_none() || !(surely || drawn) {
+            return;
+        }
+        if let Ok((info, _)) = self.kevy_read(i) {
+            let now = self.now;
+            if let Some(k) = self.nodes[i].data.kevy.as_mut() {
+                k.read_mid_change = Some((info, now));
+            }
+        }
+    }
+
     /// An observation through the policy: what the driver is told.
     pub(super) fn kevy_observe(
         &mut self,
@@ -425,6 +446,14 @@ impl Sim {
     ) -> Outcome {
         let read = self.kevy_read(i);
         let clock = self.kevy_clock(i);
+        // An observation that began before someone else's role change (one
+        // poll ago at most) read `INFO` before it and the token after.
+        let now = self.now;
+        let mid_change = (read.is_ok())
+            .then(|| self.nodes[i].data.kevy.as_mut()?.read_mid_change.take())
+            .flatten()
+            .filter(|(_, at)| now.saturating_sub(*at) <= MID_CHANGE_MS);
+        let reads_role_once = self.kevy_reads_role_once;
         let k = self.nodes[i].data.kevy.clone().unwrap_or_default();
         let target = self.nodes[i]
             .driver
@@ -435,16 +464,22 @@ impl Sim {
         let Some(policy) = self.nodes[i].kevy_policy.as_mut() else {
             return Outcome::Observed(Err(DataNodeError::Unreachable("no adapter".into())));
         };
-        let (mut info, token) = match read {
+        let (info_now, token) = match read {
             Ok(r) => r,
             Err(e) => return Outcome::Observed(Err(e)),
         };
+        let (mut info, info_after) = match mid_change {
+            Some((before, _)) => (before, Some(info_now)),
+            None => (info_now.clone(), Some(info_now)),
+        };
+        let info_after = info_after.filter(|_| !reads_role_once);
         info.floor_hint = hint;
         let floor_hint = info.floor_hint.clone();
         let mut view = policy.observed(
             KevyReading {
                 info,
                 token: Some(token),
+                info_after,
                 watchdog_clamps: Some(k.watchdog_clamps),
                 position_file: k.position_file.clone(),
             },

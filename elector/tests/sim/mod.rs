@@ -220,6 +220,11 @@ pub struct Sim {
     /// Every kevy policy reports a promoted node's first master reading at
     /// once (a control: the tick after a promotion switched off).
     pub kevy_report_before_naming: bool,
+    /// Every kevy observation reads `INFO replication` once, before the
+    /// token, as the adapter did before `KevyReading::info_after` (a
+    /// control: a role changed by someone else mid-read is then read as
+    /// a stream).
+    pub kevy_reads_role_once: bool,
     /// The next node to become primary finds its disk broken at once: its
     /// first persist as primary (the stream epoch) fails (finding 2).
     pub break_disk_on_promotion: Option<u64>,
@@ -295,6 +300,7 @@ impl Sim {
             kevy_loads_snapshots: false,
             draws_data_stalls: false,
             kevy_report_before_naming: false,
+            kevy_reads_role_once: false,
             priorities: vec![100; n],
             preempt: Preempt::default(),
             backend: Backend {

@@ -7,6 +7,8 @@ mod clients;
 pub mod netns;
 mod observe;
 mod operator;
+#[allow(unused_imports)] // not every test binary asks for a switchover
+pub use operator::post_switchover;
 pub mod pki;
 mod ports;
 mod restarts;

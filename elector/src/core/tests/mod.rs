@@ -290,6 +290,17 @@ pub(super) fn writable_primary() -> Node {
     n
 }
 
+/// [`writable_primary`] whose data node has carried out its promotion (a
+/// primary reading in the epoch's stream): one a switchover may start from
+/// (§8).
+pub(super) fn serving_primary() -> Node {
+    let mut n = writable_primary();
+    let seq = n.core.target.seq;
+    let claimed = n.handle(412, primary_reading(10, seq, "generation-1"));
+    n.persist_done(413, &claimed);
+    n
+}
+
 #[test]
 fn start_clamps_the_data_node_before_anything_else() {
     // §6.4: the first output of a fresh elector fences its data node.

@@ -8,7 +8,7 @@ const DELAY: u64 = 1_000;
 
 /// n1 (priority 100) as the writable primary of epoch 1, preemption on.
 fn preempting_primary() -> Node {
-    let mut n = writable_primary();
+    let mut n = serving_primary();
     n.core.cfg.preempt = Preempt {
         enabled: true,
         delay_ms: DELAY,
@@ -16,7 +16,8 @@ fn preempting_primary() -> Node {
     n
 }
 
-/// A heartbeat from `from` following n1 in epoch 1, echoing `echo`, with
+/// A heartbeat from `from` following n1 in epoch 1 (in its stream, at its
+/// offset 10), echoing `echo`, with
 /// `priority`; `eligible` as given.
 fn hb(from: &str, priority: u64, echo: u64, eligible: bool) -> Event {
     let mut ev = heartbeat(from, 1, Some("n1"), echo);
@@ -27,6 +28,8 @@ fn hb(from: &str, priority: u64, echo: u64, eligible: bool) -> Event {
     {
         h.priority = priority;
         h.eligible = eligible;
+        // Following n1 in epoch 1: in the stream n1's promotion claimed.
+        h.data_epoch = 1;
     }
     ev
 }
@@ -72,7 +75,7 @@ fn a_ready_member_of_higher_priority_is_handed_the_primary_after_the_delay() {
 
 #[test]
 fn preemption_is_off_by_default() {
-    let mut n = writable_primary();
+    let mut n = serving_primary();
     assert_eq!(feed(&mut n, 500, 5_000, 200, |_| true), None);
     assert_eq!(n.core.role(), Role::Primary);
 }
@@ -128,6 +131,9 @@ fn a_preemption_that_does_not_complete_rolls_back_and_waits_the_delay_again() {
     }
     let rolled_back = rolled_back.expect("the drain never rolled back");
     assert!(!n.core.fenced());
+    // The data node carries out the rollback's target (a primary again).
+    let seq = n.core.target.seq;
+    n.handle(rolled_back + 1, primary_reading(20, seq, "generation-1"));
     let again = feed(&mut n, rolled_back + 100, rolled_back + 5_000, 200, |_| {
         true
     })

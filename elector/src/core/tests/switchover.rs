@@ -26,7 +26,7 @@ fn a_switchover_asked_of_a_replica_is_refused_as_not_primary() {
 
 #[test]
 fn a_switchover_to_itself_or_a_stranger_is_refused_with_the_reason() {
-    let mut n = writable_primary();
+    let mut n = serving_primary();
     let step = n.handle(420, request("n1"));
     assert_eq!(
         outcome(&step),
@@ -45,7 +45,7 @@ fn a_switchover_to_itself_or_a_stranger_is_refused_with_the_reason() {
 #[test]
 fn a_switchover_whose_target_never_catches_up_rolls_back_and_unfences() {
     // §8: draining fences at once; at the deadline the primary resumes.
-    let mut n = writable_primary();
+    let mut n = serving_primary();
     let step = n.handle(420, request("n2"));
     assert!(step.fences.contains(&Fence::Notify {
         epoch: 1,
@@ -89,7 +89,7 @@ fn a_target_heard_only_before_the_drain_fence_applied_is_never_handed_the_cluste
     // offset (kevy's INFO keeps an old generation's), then a bridge cut it
     // off; the primary handed over on that old report and a node without
     // the last writes won. Only a report that arrived after the fence counts.
-    let mut n = writable_primary();
+    let mut n = serving_primary();
     let mut hb = heartbeat("n2", 1, Some("n1"), 410);
     if let Event::Message {
         msg: Message::Hb(h),
@@ -128,7 +128,7 @@ fn resigned_for_n2() -> (Node, Millis) {
             .iter()
             .any(|(_, m)| matches!(m, Message::Handover { to, .. } if to == "n2"))
     };
-    let mut n = writable_primary();
+    let mut n = serving_primary();
     n.handle(420, request("n2"));
     // The drain's fence applies; n2 already showed our offset (10) and
     // echoes, so n1 resigns on this observation or a heartbeat after it.
@@ -137,7 +137,7 @@ fn resigned_for_n2() -> (Node, Millis) {
         return (n, 425);
     }
     for t in (430..1_000).step_by(50) {
-        if handed_over(&n.handle(t, heartbeat("n2", 1, Some("n1"), t - 10))) {
+        if handed_over(&n.handle(t, follower_at("n2", 1, t - 10, 1, 10))) {
             return (n, t);
         }
     }
@@ -160,7 +160,7 @@ fn while_the_named_successor_is_alive_voters_refuse_any_other_candidate() {
     let step = n.handle(at + 40, offer(2, "n3", 10));
     assert!(rejected(&step, RejectReason::PrimaryAlive), "{step:?}");
     // The successor itself gets the vote.
-    let step = n.handle(at + 60, offer(2, "n2", 10));
+    let step = n.handle(at + 60, offer_led(2, "n2", (1, 10), None));
     let accepted = n.persist_done(at + 61, &step).expect("vote persisted");
     assert!(accepted
         .sends()
@@ -208,19 +208,25 @@ fn follower_at(from: &str, epoch: u64, echo: u64, data_epoch: u64, offset: u64) 
 }
 
 #[test]
-fn a_switchover_asked_before_the_promotion_applied_waits_for_the_target_to_join_the_new_stream() {
-    // CI 2026-11-29 (kevy_repromotion): a switchover reached the new
-    // primary 3 ms after it won, before its data node was promoted. The
-    // drain's target replaced the promotion's stream claim, so the primary
-    // kept the last epoch's position; the target, not yet following it,
-    // reported that same position, counted as caught up and was handed the
-    // cluster while its kevy was still loading the new stream's snapshot:
-    // it could not prove its data and another node was elected instead.
+fn a_switchover_asked_before_the_promotion_applied_is_refused_as_not_ready_then_waits_for_the_target_to_join_the_new_stream(
+) {
+    // CI 2026-11-29 (kevy_repromotion), twice. First: a switchover reached
+    // the new primary 3 ms after it won, before its data node was
+    // promoted; the drain's target replaced the promotion's stream claim,
+    // the target, reporting the last epoch's position, counted as caught
+    // up. Then: the drain's target replaced the promotion itself, kevy
+    // refused to quiesce a replica, and the switchover stalled its whole
+    // timeout. Now a primary whose data node has not carried out its
+    // promotion refuses (`not_ready`, asked again by the CLI).
     let mut n = writable_primary();
-    n.handle(420, request("n2"));
+    let step = n.handle(420, request("n2"));
+    assert_eq!(
+        outcome(&step),
+        Some(Err(SwitchoverFailure::DataNodeNotServing))
+    );
+    assert!(!n.core.fenced(), "a refused switchover fences nothing");
+    // The data node carries out the promotion: a primary in the new stream.
     let seq = n.core.target.seq;
-    // The data node applied the promotion and then the drain: a primary
-    // in the new stream, with its link (a primary's is always up).
     let claimed = n.handle(425, primary_reading(0, seq, "generation-2"));
     n.persist_done(426, &claimed);
     assert_eq!(
@@ -228,13 +234,17 @@ fn a_switchover_asked_before_the_promotion_applied_waits_for_the_target_to_join_
         (1, 0),
         "the primary claims its epoch's stream"
     );
+    let step = n.handle(427, request("n2"));
+    assert_eq!(outcome(&step), None, "accepted, draining");
     let handed_over = |s: &Step| {
         s.sends()
             .iter()
             .any(|(_, m)| matches!(m, Message::Handover { to, .. } if to == "n2"))
     };
+    let seq = n.core.target.seq;
+    n.handle(428, primary_reading(0, seq, "generation-2"));
     // n2 still reports the position it held before this epoch.
-    let step = n.handle(430, follower_at("n2", 1, 425, 0, 10));
+    let step = n.handle(430, follower_at("n2", 1, 428, 0, 10));
     assert!(
         !handed_over(&step),
         "handed over to a target outside the new stream"

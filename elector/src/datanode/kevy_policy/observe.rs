@@ -20,6 +20,14 @@ pub struct KevyReading {
     pub info: ReplicationInfo,
     /// `REPL.TOKEN` in the same pipeline (`-LOADING` while a snapshot loads).
     pub token: Option<redis::Value>,
+    /// `INFO replication` again after the token, in the same pipeline.
+    /// Another client's `REPLICAOF` (an operator's, the watchdog's) can
+    /// land between `INFO` and the token: a reading that says `master`
+    /// beside a replica's token `[0, 0]` would name a feed generation the
+    /// node never served, and the core would read "the data node left the
+    /// stream it started" (a rehearsal of 0b44f29). Only a token between
+    /// two readings of the same role is read as that role's.
+    pub info_after: Option<ReplicationInfo>,
     /// The watchdog's clamp count (`None`: no counter file configured).
     pub watchdog_clamps: Option<u64>,
     /// What the shared position file holds now (raw).
@@ -54,11 +62,13 @@ impl KevyPolicy {
     /// Reads one poll; returns what to report and do.
     pub fn observed(&mut self, reading: KevyReading, clock: Clock) -> KevyView {
         let KevyReading {
-            mut info,
+            info,
             token,
+            info_after,
             watchdog_clamps,
             position_file,
         } = reading;
+        let (mut info, token) = settled_role(info, token, info_after);
         self.note_watchdog_clamps(watchdog_clamps, clock.mono);
         info.watchdog_clamps = watchdog_clamps;
         self.stream.identify(info.identity.as_deref());
@@ -193,5 +203,27 @@ impl KevyPolicy {
             acked_by_all: ack_nudge::acked_by_all(info).filter(|_| trusted),
             replicas: info.connected_replicas.unwrap_or(0),
         }
+    }
+}
+
+/// The reading to go by when `INFO replication` was read again after the
+/// token: if the role changed in between (someone else's `REPLICAOF`), the
+/// later role without the token, which may be either role's; nothing then
+/// names the stream for this poll (the next one reads it settled).
+fn settled_role(
+    info: ReplicationInfo,
+    token: Option<redis::Value>,
+    after: Option<ReplicationInfo>,
+) -> (ReplicationInfo, Option<redis::Value>) {
+    match after {
+        Some(after) if !after.same_role_as(&info) => {
+            tracing::info!(
+                before = %info.role, after = %after.role, upstream = ?after.master_host,
+                "kevy: the role changed while the position was read; this poll names no stream"
+            );
+            let identity = info.identity;
+            (ReplicationInfo { identity, ..after }, None)
+        }
+        _ => (info, token),
     }
 }

@@ -352,6 +352,7 @@ fn observe(p: &mut KevyPolicy, info: ReplicationInfo, t: Millis) -> KevyView {
         KevyReading {
             info,
             token: Some(token),
+            info_after: None,
             watchdog_clamps: None,
             position_file: None,
         },
@@ -376,12 +377,62 @@ fn a_primarys_reading_reports_the_tokens_offset_and_its_feed_generation_as_the_s
         KevyReading {
             info: primary_info(20, None),
             token: None,
+            info_after: None,
             watchdog_clamps: None,
             position_file: None,
         },
         at(1),
     );
     assert_eq!(untokened.info.stream, None, "nothing names the stream");
+}
+
+/// A rehearsal of 0b44f29: an operator's `REPLICAOF` landed between the
+/// poll's `INFO` (`master`) and its `REPL.TOKEN` (a replica's `[0, 0]`),
+/// read as "the data node left the stream it started". With `INFO` read
+/// again after the token, the change is seen and nothing names a stream.
+#[test]
+fn a_role_changed_by_someone_else_between_info_and_the_token_names_no_stream() {
+    let demoted = ReplicationInfo::parse(
+        "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:1\r\nslave_repl_offset:0\r\n",
+    )
+    .unwrap();
+    let replica_token = || {
+        Some(redis::Value::Array(vec![
+            redis::Value::Int(0),
+            redis::Value::Int(0),
+        ]))
+    };
+    let mut info = primary_info(300, Some(300));
+    info.identity = Some("process_id:1".into());
+    let read = |p: &mut KevyPolicy, after: Option<ReplicationInfo>| {
+        p.observed(
+            KevyReading {
+                info: info.clone(),
+                token: replica_token(),
+                info_after: after,
+                watchdog_clamps: None,
+                position_file: None,
+            },
+            at(0),
+        )
+    };
+    let once = read(&mut writable_primary(), None);
+    assert_eq!(
+        once.info.stream.as_deref(),
+        Some("kevy-feed-0"),
+        "the mistake, read once"
+    );
+    let view = read(&mut writable_primary(), Some(demoted.clone()));
+    assert_eq!(view.info.stream, None, "nothing names the stream");
+    assert!(!view.info.is_master(), "the later role is reported");
+    assert!(view.info.follows(NOWHERE.0, NOWHERE.1));
+    assert_eq!(view.info.identity.as_deref(), Some("process_id:1"));
+    let settled = read(&mut writable_primary(), Some(info.clone()));
+    assert_eq!(
+        settled.info.stream.as_deref(),
+        Some("kevy-feed-0"),
+        "the same role: the token is read"
+    );
 }
 
 #[test]
@@ -434,6 +485,7 @@ fn a_clamp_counted_by_the_watchdog_leaves_the_quiesce_unknown() {
             KevyReading {
                 info: primary_info(20, Some(20)),
                 token: None,
+                info_after: None,
                 watchdog_clamps: Some(count),
                 position_file: None,
             },
@@ -459,6 +511,7 @@ fn observe_generation(p: &mut KevyPolicy, generation: i64, t: Millis) -> KevyVie
         KevyReading {
             info,
             token: Some(token),
+            info_after: None,
             watchdog_clamps: None,
             position_file: None,
         },
