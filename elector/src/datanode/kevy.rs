@@ -236,21 +236,15 @@ impl KevyNode {
             }
             _ => command.await,
         }?;
-        if let Some(redis::Value::ServerError(e)) = replies.get(3) {
-            return Err(DataNodeError::Refused {
-                command: replicaof.join(" "),
-                message: format!("{}: {}", e.code(), e.details().unwrap_or_default()),
-            });
+        if let Some(e) = replies
+            .get(3)
+            .and_then(|r| refused(&replicaof.join(" "), r))
+        {
+            return Err(e);
         }
-        let text = |i: usize| match replies.get(i) {
-            Some(redis::Value::BulkString(text)) => {
-                Some(String::from_utf8_lossy(text).into_owned())
-            }
-            _ => None,
-        };
         Ok(PipelineRead {
-            server: text(0),
-            replication: text(1),
+            server: reply_text(&replies, 0, "INFO server").ok(),
+            replication: reply_text(&replies, 1, "INFO replication").ok(),
             token: replies.get(2).cloned(),
         })
     }
@@ -326,6 +320,28 @@ impl KevyNode {
     }
 }
 
+/// Reply `i` of a pipeline as text: a bulk string, else the server's
+/// refusal of `command` or an unexpected reply.
+fn reply_text(replies: &[redis::Value], i: usize, command: &str) -> Result<String, DataNodeError> {
+    match replies.get(i) {
+        Some(redis::Value::BulkString(b)) => Ok(String::from_utf8_lossy(b).into_owned()),
+        reply => Err(reply
+            .and_then(|r| refused(command, r))
+            .unwrap_or_else(|| DataNodeError::BadInfo(format!("{reply:?}")))),
+    }
+}
+
+/// `reply`, when it is the server's error reply to `command`, as ours.
+fn refused(command: &str, reply: &redis::Value) -> Option<DataNodeError> {
+    let redis::Value::ServerError(e) = reply else {
+        return None;
+    };
+    Some(DataNodeError::Refused {
+        command: command.to_string(),
+        message: format!("{}: {}", e.code(), e.details().unwrap_or_default()),
+    })
+}
+
 impl DataNodeAdapter for KevyNode {
     fn kind(&self) -> &'static str {
         "kevy"
@@ -345,22 +361,11 @@ impl DataNodeAdapter for KevyNode {
                 &["INFO", "replication"],
             ])
             .await?;
-        let text = |i: usize| match replies.get(i) {
-            Some(redis::Value::BulkString(b)) => Ok(String::from_utf8_lossy(b).into_owned()),
-            Some(redis::Value::ServerError(e)) => Err(DataNodeError::Refused {
-                command: if i == 0 {
-                    "INFO server"
-                } else {
-                    "INFO replication"
-                }
-                .into(),
-                message: format!("{}: {}", e.code(), e.details().unwrap_or_default()),
-            }),
-            other => Err(DataNodeError::BadInfo(format!("{other:?}"))),
-        };
-        let mut info = ReplicationInfo::parse(&text(1)?)?;
-        info.identity = parse_identity(&text(0)?);
-        let info_after = text(3).ok().and_then(|t| ReplicationInfo::parse(&t).ok());
+        let mut info = ReplicationInfo::parse(&reply_text(&replies, 1, "INFO replication")?)?;
+        info.identity = parse_identity(&reply_text(&replies, 0, "INFO server")?);
+        let info_after = reply_text(&replies, 3, "INFO replication")
+            .ok()
+            .and_then(|t| ReplicationInfo::parse(&t).ok());
         let reading = KevyReading {
             info,
             token: replies.get(2).cloned(),
