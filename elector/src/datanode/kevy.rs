@@ -207,10 +207,12 @@ impl KevyNode {
             (Some((host, _)), Some(port)) => vec!["REPLICAOF", host, port],
             _ => vec!["REPLICAOF", "NO", "ONE"],
         };
-        let commands: [&[&str]; 4] = [
+        // The token between two readings of the role, as in `observe`.
+        let commands: [&[&str]; 5] = [
             &["INFO", "server"],
             &["INFO", "replication"],
             &["REPL.TOKEN"],
+            &["INFO", "replication"],
             &replicaof,
         ];
         let (done_tx, done_rx) = watch::channel(false);
@@ -237,7 +239,7 @@ impl KevyNode {
             _ => command.await,
         }?;
         if let Some(e) = replies
-            .get(3)
+            .get(4)
             .and_then(|r| refused(&replicaof.join(" "), r))
         {
             return Err(e);
@@ -246,6 +248,7 @@ impl KevyNode {
             server: reply_text(&replies, 0, "INFO server").ok(),
             replication: reply_text(&replies, 1, "INFO replication").ok(),
             token: replies.get(2).cloned(),
+            replication_after: reply_text(&replies, 3, "INFO replication").ok(),
         })
     }
 

@@ -386,38 +386,54 @@ impl StreamPosition {
     }
 
     /// What the pipeline of a `REPLICAOF` read first (`INFO server`,
-    /// `INFO replication`, `REPL.TOKEN`, back to back; the executor runs it):
-    /// whose kevy process this is, and the runner's position just before the
-    /// `REPLICAOF` replaced it (held by [`Self::leaving_at`] when `replaced`).
-    /// A reading of an unexpected shape is said in a warning and changes
-    /// nothing.
+    /// `INFO replication`, `REPL.TOKEN`, `INFO replication` again, back to
+    /// back; the executor runs it): whose kevy process this is, and the
+    /// runner's position just before the `REPLICAOF` replaced it (held by
+    /// [`Self::leaving_at`]). A role or upstream changed by someone else
+    /// between the two `INFO`s pairs the token with a role of another
+    /// moment (a replica's `[0, 0]` read as a primary's feed, or a hand
+    /// promotion's new feed read as the runner's): nothing is read then,
+    /// as in a poll (docs/protocol.md §9). A reading of an unexpected shape
+    /// is said in a warning and changes nothing.
     pub(crate) fn read_in_pipeline(
         &mut self,
         server: Option<&str>,
         replication: Option<&str>,
         token: Option<&redis::Value>,
-        replaced: bool,
+        replication_after: Option<&str>,
         now: u64,
     ) -> Option<Reading> {
         if let Some(server) = server {
             self.identify(parse_identity(server).as_deref());
         }
         let info = replication.and_then(|t| ReplicationInfo::parse(t).ok());
-        let reading = info
+        let after = replication_after.and_then(|t| ReplicationInfo::parse(t).ok());
+        let straddled = info
             .as_ref()
-            .zip(token)
-            .and_then(|(info, token)| parse_reading(info, token));
-        if reading.is_none() {
-            tracing::warn!(
-                ?server,
-                ?replication,
-                ?token,
-                "kevy: unexpected INFO/REPL.TOKEN reply; position not read"
+            .zip(after.as_ref())
+            .is_some_and(|(before, after)| !after.same_role_as(before));
+        let reading = if straddled {
+            tracing::info!(
+                ?replication, ?replication_after,
+                "kevy: the role changed just before our REPLICAOF; the position it ended is not read"
             );
-        }
-        if replaced {
-            self.leaving_at(reading.as_ref(), now);
-        }
+            None
+        } else {
+            let reading = info
+                .as_ref()
+                .zip(token)
+                .and_then(|(info, token)| parse_reading(info, token));
+            if reading.is_none() {
+                tracing::warn!(
+                    ?server,
+                    ?replication,
+                    ?token,
+                    "kevy: unexpected INFO/REPL.TOKEN reply; position not read"
+                );
+            }
+            reading
+        };
+        self.leaving_at(reading.as_ref(), now);
         reading
     }
 

@@ -217,10 +217,15 @@ impl Sim {
             KevyCommand::ReplicaOf { to, .. } => {
                 let was_writable = self.nodes[i].data.writable();
                 let (info, token) = self.kevy_read(i).expect("up");
+                // A pipeline sent just before someone else's role change
+                // read its first `INFO` before it, as a poll would.
+                let before = self.kevy_read_mid_change(i).unwrap_or_else(|| info.clone());
                 let read = PipelineRead {
                     server: Some("kevy_version:7.0.0\r\nprocess_id:1\r\n".into()),
-                    replication: Some(Self::kevy_info_text(&info)),
+                    replication: Some(Self::kevy_info_text(&before)),
                     token: Some(token),
+                    replication_after: (!self.kevy_reads_role_once)
+                        .then(|| Self::kevy_info_text(&info)),
                 };
                 match to {
                     None if !self.nodes[i].data.is_master() => self.kevy_promote(i),
@@ -438,6 +443,20 @@ impl Sim {
         }
     }
 
+    /// The `INFO replication` a read in flight took just before someone
+    /// else's role change (one poll ago at most), once.
+    fn kevy_read_mid_change(&mut self, i: usize) -> Option<ReplicationInfo> {
+        let now = self.now;
+        self.nodes[i]
+            .data
+            .kevy
+            .as_mut()?
+            .read_mid_change
+            .take()
+            .filter(|(_, at)| now.saturating_sub(*at) <= MID_CHANGE_MS)
+            .map(|(info, _)| info)
+    }
+
     /// An observation through the policy: what the driver is told.
     pub(super) fn kevy_observe(
         &mut self,
@@ -448,11 +467,7 @@ impl Sim {
         let clock = self.kevy_clock(i);
         // An observation that began before someone else's role change (one
         // poll ago at most) read `INFO` before it and the token after.
-        let now = self.now;
-        let mid_change = (read.is_ok())
-            .then(|| self.nodes[i].data.kevy.as_mut()?.read_mid_change.take())
-            .flatten()
-            .filter(|(_, at)| now.saturating_sub(*at) <= MID_CHANGE_MS);
+        let mid_change = read.is_ok().then(|| self.kevy_read_mid_change(i)).flatten();
         let reads_role_once = self.kevy_reads_role_once;
         let k = self.nodes[i].data.kevy.clone().unwrap_or_default();
         let target = self.nodes[i]
@@ -469,7 +484,7 @@ impl Sim {
             Err(e) => return Outcome::Observed(Err(e)),
         };
         let (mut info, info_after) = match mid_change {
-            Some((before, _)) => (before, Some(info_now)),
+            Some(before) => (before, Some(info_now)),
             None => (info_now.clone(), Some(info_now)),
         };
         let info_after = info_after.filter(|_| !reads_role_once);

@@ -98,6 +98,11 @@ pub struct PipelineRead {
     pub server: Option<String>,
     pub replication: Option<String>,
     pub token: Option<redis::Value>,
+    /// `INFO replication` read again after the token: a role changed by
+    /// someone else between the two readings pairs the token with the
+    /// wrong role, and the position is then not read (as in a poll,
+    /// [`KevyReading::info_after`]). `None`: not read (the old shape).
+    pub replication_after: Option<String>,
 }
 
 /// The outcome of the last command.
@@ -533,7 +538,7 @@ impl KevyPolicy {
             read.server.as_deref(),
             read.replication.as_deref(),
             read.token.as_ref(),
-            true,
+            read.replication_after.as_deref(),
             clock.wall,
         );
         self.upstream_seen = to.filter(|t| (t.0.as_str(), t.1) != NOWHERE);

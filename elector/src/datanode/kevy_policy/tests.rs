@@ -48,11 +48,22 @@ fn run(
     }
 }
 
+const FOLLOWING_N2: &str = "role:slave\r\nmaster_host:10.0.0.2\r\nmaster_port:16379\r\nmaster_link_status:up\r\nslave_repl_offset:900\r\n";
+
 fn pipeline() -> KevyOutcome {
+    pipeline_read(FOLLOWING_N2, [3, 900], Some(FOLLOWING_N2))
+}
+
+/// A `REPLICAOF` pipeline's reading: `INFO replication`, the token, and
+/// `INFO replication` again (`None`: not read).
+fn pipeline_read(replication: &str, token: [i64; 2], after: Option<&str>) -> KevyOutcome {
     KevyOutcome::Replicated(Ok(PipelineRead {
         server: Some("kevy_version:7.0.0\r\nprocess_id:7\r\n".into()),
-        replication: Some("role:slave\r\nmaster_host:10.0.0.2\r\nmaster_port:16379\r\nmaster_link_status:up\r\nslave_repl_offset:900\r\n".into()),
-        token: Some(redis::Value::Array(vec![redis::Value::Int(3), redis::Value::Int(900)])),
+        replication: Some(replication.into()),
+        token: Some(redis::Value::Array(
+            token.iter().map(|&n| redis::Value::Int(n)).collect(),
+        )),
+        replication_after: after.map(Into::into),
     }))
 }
 
@@ -432,6 +443,46 @@ fn a_role_changed_by_someone_else_between_info_and_the_token_names_no_stream() {
         settled.info.stream.as_deref(),
         Some("kevy-feed-0"),
         "the same role: the token is read"
+    );
+}
+
+/// docs/protocol.md §9: someone promotes the replica by hand
+/// (`REPLICAOF NO ONE`) in the instant before our own `REPLICAOF`, between
+/// the pipeline's `INFO` and its token. Read once, the new primary's feed
+/// `[5, 1200]` is held as the runner's position in the joined feed; read
+/// between two `INFO`s that disagree, nothing is held.
+#[test]
+fn a_role_changed_by_someone_else_just_before_our_replicaof_holds_no_position() {
+    let promoted = "role:master\r\nmaster_repl_offset:1200\r\n";
+    let leave = |after: Option<&str>| {
+        let mut p = replica_of("10.0.0.2", 16379);
+        let first = p.apply(&DataNodeTarget::Isolated, at(0));
+        let (commands, r) = run(
+            &mut p,
+            first,
+            vec![
+                pipeline_read(FOLLOWING_N2, [5, 1200], after),
+                KevyOutcome::Lifted(Ok(())),
+            ],
+            0,
+        );
+        assert!(r.is_ok(), "{r:?}");
+        assert!(
+            matches!(commands.first(), Some(KevyCommand::ReplicaOf { .. })),
+            "{commands:?}"
+        );
+        p.take_position_write()
+    };
+    let once = leave(None);
+    assert!(
+        once.as_deref().is_some_and(|w| w.contains(" 1200 ")),
+        "the mistake, read once: {once:?}"
+    );
+    assert_eq!(leave(Some(promoted)), None, "nothing is held");
+    let settled = leave(Some(FOLLOWING_N2));
+    assert!(
+        settled.as_deref().is_some_and(|w| w.contains(" 1200 ")),
+        "the same role: the token is read: {settled:?}"
     );
 }
 
