@@ -2,7 +2,8 @@
 //! namespace (`support::netns`, root), a veth interface gets the VIP, the
 //! port map (iptables DNAT, vip port 16379 -> data port 16381) reaches a
 //! real kevy 7.0.0 or redis-server through it, a client connected through
-//! the VIP is disconnected when the VIP leaves, and nothing is left behind.
+//! the VIP is disconnected when the VIP leaves, and nothing is left behind;
+//! the neighbour counts the gratuitous ARPs, and none follows a release.
 
 mod support;
 
@@ -60,6 +61,16 @@ fn through_vip(cmd: &str) -> String {
         .to_string()
 }
 
+/// Packets the VIP interface's neighbour (the veth's other end) received,
+/// from this namespace's `/proc/net/dev` (`/sys` is the host's).
+fn received_by_neighbour() -> u64 {
+    let dev = std::fs::read_to_string("/proc/net/dev").expect("/proc/net/dev");
+    dev.lines()
+        .find_map(|l| l.trim_start().strip_prefix("vip1:"))
+        .and_then(|counters| counters.split_whitespace().nth(1)?.parse().ok())
+        .expect("vip1's received packets")
+}
+
 fn established_through_vip() -> usize {
     out(&format!("ss -Htn state established src {VIP}"))
         .lines()
@@ -72,7 +83,10 @@ fn vip_moves_the_address_the_port_map_and_the_clients(backend: Backend) {
         Backend::Redis => "redis-server",
     });
     support::require("redis-cli");
-    sh("ip link add vip0 type veth peer name vip1 && ip link set vip0 up && ip link set vip1 up");
+    // No IPv6 on the pair: what vip1 receives is then the ARPs we send.
+    sh("ip link add vip0 type veth peer name vip1 && \
+        (sysctl -qw net.ipv6.conf.vip0.disable_ipv6=1 net.ipv6.conf.vip1.disable_ipv6=1 || true) && \
+        ip link set vip0 up && ip link set vip1 up");
     let dir = tempfile::tempdir().unwrap();
     let mut server = data_node(backend, dir.path());
     wait_for("the data node", || {
@@ -87,8 +101,18 @@ fn vip_moves_the_address_the_port_map_and_the_clients(backend: Backend) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let handle = rt.block_on(async { VipHandle::start(vip.clone()) });
 
+    let arps_before = received_by_neighbour();
     handle.want(true, "writable_primary");
     wait_for("the vip held", || handle.status().held);
+    // The announcement runs beside the move and to its end: three
+    // gratuitous ARPs, counted by the neighbour, none failed.
+    wait_for("the announcement", || handle.status().announcements == 1);
+    assert!(
+        received_by_neighbour() - arps_before >= 3,
+        "the neighbour saw {} of three gratuitous ARPs",
+        received_by_neighbour() - arps_before
+    );
+    assert_eq!(handle.status().announce_failures, 0);
     assert!(out("ip -o addr show dev vip0").contains(&format!("{VIP}/24")));
     assert_eq!(out("iptables -t nat -S").matches("DNAT").count(), 2);
     assert_eq!(through_vip("SET k v"), "OK");
@@ -125,6 +149,23 @@ fn vip_moves_the_address_the_port_map_and_the_clients(backend: Backend) {
     assert_ne!(through_vip("PING"), "PONG");
     assert_eq!(handle.status().reason.as_deref(), Some("quorum_lost"));
     assert_eq!(handle.status().failures, 0);
+
+    // Taken and given up again at once: the announcement still running is
+    // stopped, and nothing announces the address after it left.
+    handle.want(true, "writable_primary");
+    wait_for("the vip held again", || handle.status().held);
+    handle.want(false, "quorum_lost");
+    wait_for("the vip released again", || !handle.status().held);
+    assert_eq!(handle.status().announcements_cut, 1);
+    let after_release = received_by_neighbour();
+    std::thread::sleep(Duration::from_millis(2_500));
+    assert_eq!(
+        received_by_neighbour(),
+        after_release,
+        "an ARP for the address after it was given up"
+    );
+    assert_eq!(handle.status().announcements, 1);
+    assert_eq!(handle.status().announce_failures, 0);
 
     let _ = client.kill();
     let _ = client.wait();

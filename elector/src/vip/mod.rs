@@ -29,6 +29,9 @@ use tokio::sync::watch;
 
 /// Each command gets this long; a hanging one is killed.
 const STEP_TIMEOUT: Duration = Duration::from_secs(2);
+/// A lasting announcement (three gratuitous ARPs a second apart: about
+/// 3 s) gets this long.
+const LASTING_TIMEOUT: Duration = Duration::from_secs(5);
 /// A failed add (or remove) is retried this often while still wanted.
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -46,6 +49,13 @@ pub struct VipStatus {
     pub failures: u64,
     /// Announcements or client kills that failed (counted, not retried).
     pub announce_failures: u64,
+    /// Gratuitous-ARP announcements run to their end (three ARPs each).
+    #[serde(default)]
+    pub announcements: u64,
+    /// Announcements stopped before their end because the VIP moved again
+    /// (an old holder never announces an address it gave up).
+    #[serde(default)]
+    pub announcements_cut: u64,
     /// The last error, if the last attempt failed.
     pub last_error: Option<String>,
 }
@@ -111,13 +121,21 @@ impl VipHandle {
 async fn reconcile(h: VipHandle, mut rx: watch::Receiver<(bool, String)>) {
     // Whatever an earlier incarnation left: start without the address.
     let mut held = None;
+    let mut announcing: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         let (hold, reason) = rx.borrow_and_update().clone();
         if held != Some(hold) {
-            let steps = if hold { h.vip.add() } else { h.vip.remove() };
+            h.stop_announcing(announcing.take()).await;
+            let (lasting, steps): (Vec<Step>, Vec<Step>) =
+                if hold { h.vip.add() } else { h.vip.remove() }
+                    .into_iter()
+                    .partition(|s| s.lasting);
             let result = run_plan(&steps).await;
             if h.record(hold, &reason, result) {
                 held = Some(hold);
+                if !lasting.is_empty() {
+                    announcing = Some(tokio::spawn(h.clone().announce(lasting)));
+                }
             } else {
                 // Retry while still wanted (a change wakes us sooner).
                 let _ = tokio::time::timeout(RETRY, rx.changed()).await;
@@ -131,6 +149,40 @@ async fn reconcile(h: VipHandle, mut rx: watch::Receiver<(bool, String)>) {
 }
 
 impl VipHandle {
+    /// Runs the lasting announcements of a move that succeeded, counting
+    /// each one's end.
+    async fn announce(self, steps: Vec<Step>) {
+        for step in &steps {
+            let result = run_step_within(step, LASTING_TIMEOUT).await;
+            let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+            match result {
+                Ok(()) => s.announcements += 1,
+                Err(e) => {
+                    s.announce_failures += 1;
+                    tracing::warn!(error = %e, "vip: announcement failed");
+                }
+            }
+        }
+    }
+
+    /// Stops an announcement still running before the next move (its
+    /// child process is killed with it), so it cannot announce an address
+    /// this node is giving up.
+    async fn stop_announcing(&self, task: Option<tokio::task::JoinHandle<()>>) {
+        let Some(task) = task else {
+            return;
+        };
+        if task.is_finished() {
+            return;
+        }
+        task.abort();
+        let _ = task.await;
+        if let Ok(mut s) = self.status.lock() {
+            s.announcements_cut += 1;
+        }
+        tracing::info!("vip: an announcement still running was stopped before the next move");
+    }
+
     /// Records a move's outcome for `/status`, the metrics and `on_fault`;
     /// true when the move succeeded.
     fn record(&self, hold: bool, reason: &str, result: Result<Vec<String>, String>) -> bool {
@@ -187,9 +239,13 @@ async fn run_plan(steps: &[Step]) -> Result<Vec<String>, String> {
 }
 
 async fn run_step(step: &Step) -> Result<(), String> {
+    run_step_within(step, STEP_TIMEOUT).await
+}
+
+async fn run_step_within(step: &Step, within: Duration) -> Result<(), String> {
     let (program, args) = step.argv.split_first().ok_or("empty command")?;
     let output = tokio::time::timeout(
-        STEP_TIMEOUT,
+        within,
         Command::new(program).args(args).kill_on_drop(true).output(),
     )
     .await

@@ -124,10 +124,12 @@ impl Vip {
         let add = Step::required(&["ip", "addr", "add", &self.cidr(), "dev", &self.interface])
             .tolerating("File exists");
         match self.ip {
-            // Gratuitous ARP after the address: three unsolicited replies.
+            // Gratuitous ARP after the address: three unsolicited replies,
+            // one second apart (iputils' `-i` takes whole seconds), so it
+            // lasts about three seconds and runs beside the next moves.
             IpAddr::V4(ip) => {
                 steps.push(add);
-                steps.push(Step::announce(&[
+                steps.push(Step::lasting_announce(&[
                     "arping",
                     "-U",
                     "-c",
@@ -196,6 +198,11 @@ pub struct Step {
     pub tolerated: Vec<&'static str>,
     /// Run this instead when the command fails (`-C` then `-A`).
     pub otherwise: Option<Box<Step>>,
+    /// An announcement that takes seconds by design (gratuitous ARPs a
+    /// second apart): run once the move is done, beside it rather than in
+    /// it, and stopped before the next move, so an old holder never
+    /// announces an address it gave up (docs/vip.md).
+    pub lasting: bool,
 }
 
 impl Step {
@@ -205,6 +212,7 @@ impl Step {
             required: true,
             tolerated: Vec::new(),
             otherwise: None,
+            lasting: false,
         }
     }
 
@@ -212,6 +220,13 @@ impl Step {
         Step {
             required: false,
             ..Step::required(argv)
+        }
+    }
+
+    fn lasting_announce(argv: &[&str]) -> Step {
+        Step {
+            lasting: true,
+            ..Step::announce(argv)
         }
     }
 
@@ -300,6 +315,12 @@ mod tests {
             ["ip del", "iptables -D", "iptables -D", "ss -K"]
         );
         assert!(remove[0].required && !remove[3].required);
+        let lasting: Vec<bool> = add.iter().chain(&remove).map(|s| s.lasting).collect();
+        assert_eq!(
+            lasting,
+            [false, false, false, true, false, false, false, false],
+            "only the gratuitous ARPs (about 3 s) run beside the move"
+        );
     }
 
     #[test]
@@ -322,5 +343,9 @@ mod tests {
         let add = v.add();
         assert_eq!(programs(&add), ["sysctl ", "ip add"]);
         assert!(!add[0].required && add[1].required);
+        assert!(
+            !add[0].lasting,
+            "ndisc_notify must be set before the address is added"
+        );
     }
 }
