@@ -100,7 +100,7 @@ monitoring-test *BACKENDS:
 k8s-validate:
     "${ELECTOR_TOOLS_VENV:-$HOME/.cache/elector/tools-venv}/bin/kubernetes-validate" --strict --quiet deploy/kubernetes/*.yaml
 
-# the Kubernetes manifests' preStop hook (deploy/kubernetes/configmap.yaml's prestop.sh, verbatim) run in a 3-node lab's primary as the pod's user, then SIGTERM as the kubelet sends: the switchover must be done before the stop and the stop must cause no election (about 1 min per backend; needs the node image; not part of `just test`)
+# the Kubernetes manifests' preStop hook (deploy/kubernetes/configmap.yaml's prestop.sh, verbatim) run in a 3-node lab's primary as the pod's user, then SIGTERM as the kubelet sends: the switchover must be done before the stop and the stop must cause no election (about 1 min per backend; needs the node image; not part of `just test`) (`just k8s-prestop-drill --control` runs it with a hook that does not hand over and passes only if the drill fails)
 k8s-prestop-drill *BACKENDS:
     "${ELECTOR_TOOLS_VENV:-$HOME/.cache/elector/tools-venv}/bin/python" scripts/k8s-prestop-drill.py {{BACKENDS}}
 

@@ -20,7 +20,12 @@ Passes when, per backend:
 What it does not show: the kubelet itself, the StatefulSet controller's order
 (highest ordinal first), Service endpoint updates, probes gating the next pod.
 
-Usage (under the lab lock): flock /work/locks/lab.lock scripts/k8s-prestop-drill.py [kevy] [redis]
+The drill can fail: `--control` runs it with a preStop hook that does not
+hand over (it only exits 0, as the old hook did when it found no python3) and
+passes only if the drill then fails, on the check that the primary moved
+before the stop.
+
+Usage (under the lab lock): flock /work/locks/lab.lock scripts/k8s-prestop-drill.py [--control] [kevy] [redis]
 Env: NODE_IMAGE (default elector-node:latest).
 """
 
@@ -73,7 +78,11 @@ def status(i):
     return json.loads(body) if code == 200 else {}
 
 
-def drill(backend):
+# The negative control's hook: returns at once, hands nothing over.
+SILENT_HOOK = "#!/bin/sh\n# does not hand over\nexit 0\n"
+
+
+def drill(backend, script=None):
     env = dict(os.environ, SKIP_BUILD="1")
     log(f"{backend}: lab up (3 nodes, {env.get('NODE_IMAGE', 'elector-node:latest')})")
     subprocess.run([os.path.join(REPO, "scripts/lab.sh"), "up", "3", backend], check=True, env=env,
@@ -92,7 +101,7 @@ def drill(backend):
         epoch_before = status(old).get("epoch")
         # Every replica caught up, as a running cluster's would be.
         time.sleep(3)
-        script = prestop_script()
+        script = script or prestop_script()
         subprocess.run(["docker", "exec", "-i", container(old), "sh", "-c", "cat > /tmp/prestop.sh"],
                        input=script, text=True, check=True)
         t0 = time.monotonic()
@@ -137,10 +146,25 @@ def drill(backend):
                        stderr=subprocess.DEVNULL, timeout=120)
 
 
+def control(backend):
+    """The drill with a hook that does not hand over must fail, and on the
+    primary-moved check, not on something incidental."""
+    try:
+        drill(backend, script=SILENT_HOOK)
+    except SystemExit as e:
+        if "after preStop the primary is" not in str(e):
+            raise SystemExit(f"k8s-prestop-drill: control: {backend}: failed for another reason: {e}")
+        log(f"{backend}: control ok: a hook that does not hand over fails the drill ({e})")
+        return
+    raise SystemExit(f"k8s-prestop-drill: control: {backend}: a hook that does not hand over passed")
+
+
 def main():
-    backends = sys.argv[1:] or ["kevy", "redis"]
+    args = sys.argv[1:]
+    negative = "--control" in args
+    backends = [a for a in args if a != "--control"] or ["kevy", "redis"]
     for b in backends:
-        drill(b)
+        control(b) if negative else drill(b)
     log("ok")
 
 
