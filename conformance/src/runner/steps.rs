@@ -371,12 +371,13 @@ impl Run<'_> {
                 Ok(text)
             }
             Step::Heal => {
+                let healing_from = self.now();
                 for id in self.cluster.ids() {
                     if !self.down.contains(&id) && !self.paused.contains(&id) {
                         self.heal_node(&id).await?;
                     }
                 }
-                self.end_partition();
+                self.end_partition_at(healing_from);
                 let all = self.cluster.ids();
                 self.recovered(&all, &["netem"]);
                 self.netem.clear();
