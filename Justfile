@@ -188,7 +188,10 @@ compose-check:
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     scripts/gen-compose.sh "$tmp" 2>/dev/null
     diff -ru "$tmp" compose/ || { echo "compose/ is stale: run just compose-gen" >&2; exit 1; }
-    for n in 2 3 5 2w; do "${COMPOSE[@]}" -p elector-lab -f compose/lab-$n.yml config -q; done
+    for n in 2 3 5 2w; do
+      "${COMPOSE[@]}" -p elector-lab -f compose/lab-$n.yml config -q
+      "${COMPOSE[@]}" -p elector-lab -f compose/lab-$n.yml -f compose/tls-$n.yml config -q
+    done
     echo "compose: ok (${COMPOSE[*]} $("${COMPOSE[@]}" version --short 2>/dev/null || true))"
 
 # Ansible rehearsal on N systemd containers with the elector's Debian package and a VIP: site.yml twice (2nd changes nothing), failover drill (crash, graceful; the VIP follows the primary), rolling upgrade to a newer package (6-10 min; WITNESS=1: the last host a witness)

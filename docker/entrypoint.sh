@@ -40,6 +40,9 @@
 #   WITNESSES            optional, comma-separated ids in PEERS that are witnesses
 #                        (docs/protocol.md §4.5): no data node, never primary. On a
 #                        witness node the entrypoint starts the elector alone.
+#   LAB_TLS              1: a TLS lab (Redis only; scripts/lab.sh mounts the certificates
+#                        at /etc/elector/lab-tls): Redis on its tls-port only, replication
+#                        over TLS, the elector's ports and its data-node link over TLS
 #   DATA_NODE_RESTART    0 (default): the container exits when the data node dies;
 #                        1: the entrypoint restarts the data node under the running
 #                        elector, as systemd's Restart= would (parts failing alone)
@@ -138,6 +141,41 @@ if [ -n "$VIP" ]; then
   [[ "$VIP_INTERFACE" =~ ^[A-Za-z0-9._-]{1,15}$ ]] || die "VIP_INTERFACE '$VIP_INTERFACE' is not an interface name"
   VIP_PORT=$(num VIP_PORT 6379)
 fi
+# A TLS lab (LAB_TLS=1, Redis only; scripts/lab.sh makes the certificates and mounts
+# them at /etc/elector/lab-tls): Redis serves its tls-port only and replicates over
+# TLS, the elector speaks TLS to it and on its election, API and Sentinel ports.
+LAB_TLS=$(num LAB_TLS 0)
+LAB_TLS_SRC=/etc/elector/lab-tls
+TLS_DIR="$CONF_DIR/tls"
+CLI_TLS=()
+if [ "$LAB_TLS" = 1 ]; then
+  [ "$BACKEND" = redis ] || die "LAB_TLS=1 needs BACKEND=redis: kevy 7.0.0 has no TLS"
+  for f in ca.crt "$NODE_ID.crt" "$NODE_ID.key"; do
+    [ -r "$LAB_TLS_SRC/$f" ] || die "LAB_TLS=1 but $LAB_TLS_SRC/$f is missing (scripts/lab.sh makes it)"
+  done
+  CLI_TLS=(--tls --cacert "$TLS_DIR/ca.crt")
+fi
+# Copies this node's certificate and key where its users may read them: the key to
+# the elector's user alone (mode 0600, as the elector requires of a secret file).
+install_lab_tls() {
+  mkdir -p "$TLS_DIR"
+  cp "$LAB_TLS_SRC/ca.crt" "$TLS_DIR/ca.crt"
+  cp "$LAB_TLS_SRC/$NODE_ID.crt" "$TLS_DIR/node.crt"
+  install -m 0600 "$LAB_TLS_SRC/$NODE_ID.key" "$TLS_DIR/node.key"
+  [ "$ELECTOR_USER" = root ] || chown "$ELECTOR_USER:" "$TLS_DIR/node.key"
+  # Redis runs as root here and reads its own copy.
+  install -m 0600 "$LAB_TLS_SRC/$NODE_ID.key" "$TLS_DIR/redis.key"
+}
+# The elector's TLS settings in a TLS lab (merged over the rendered config).
+lab_tls_yaml() {
+  [ "$WITNESS" = 1 ] || printf 'data_node:\n  tls: { ca_file: %s }\n' "$TLS_DIR/ca.crt"
+  cat <<YAML
+tls:
+  election: { ca_file: $TLS_DIR/ca.crt, cert_file: $TLS_DIR/node.crt, key_file: $TLS_DIR/node.key }
+  api: { cert_file: $TLS_DIR/node.crt, key_file: $TLS_DIR/node.key, ca_file: $TLS_DIR/ca.crt }
+  sentinel: { cert_file: $TLS_DIR/node.crt, key_file: $TLS_DIR/node.key }
+YAML
+}
 # This node's priority from PRIORITIES (ID=PRIORITY,...), empty when not listed.
 own_priority() {
   local entry
@@ -153,6 +191,7 @@ own_priority() {
 PRIORITY="$(own_priority)"
 
 mkdir -p "$CONF_DIR" "$STATE_DIR" "$DATA_ROOT/$BACKEND"
+[ "$LAB_TLS" = 0 ] || install_lab_tls
 # For `docker exec` scripts (conformance): this node's data port.
 echo "$DATA_PORT" > "$CONF_DIR/data-port"
 [ "$ELECTOR_USER" = root ] || chown -R "$ELECTOR_USER:" "$STATE_DIR"
@@ -205,9 +244,10 @@ generate_config() {
   [ -n "${WITNESSES:-}" ] && args+=(--witnesses "${WITNESSES//[[:space:]]/}")
   [ -n "${DATA_POLL_MS:-}" ] && args+=(--data-poll-ms "$(num DATA_POLL_MS 100)")
   [ -n "${FENCE_MARGIN_MS:-}" ] && args+=(--fence-margin-ms "$(num FENCE_MARGIN_MS 0)")
-  if [ -n "${ELECTOR_EXTRA_YAML:-}" ] || [ -n "$VIP" ] || [ -n "$PRIORITY" ]; then
+  if [ -n "${ELECTOR_EXTRA_YAML:-}" ] || [ -n "$VIP" ] || [ -n "$PRIORITY" ] || [ "$LAB_TLS" = 1 ]; then
     {
       [ -z "${ELECTOR_EXTRA_YAML:-}" ] || printf '%s\n' "$ELECTOR_EXTRA_YAML"
+      [ "$LAB_TLS" = 0 ] || lab_tls_yaml
       [ -z "$VIP" ] || printf 'vip: { address: "%s", interface: %s, port: %s }\n' "$VIP" "$VIP_INTERFACE" "$VIP_PORT"
       [ -z "$PRIORITY" ] || printf 'priority: %s\n' "$PRIORITY"
     } > "$extra"
@@ -286,6 +326,20 @@ replica-read-only yes
 # the first replica-acknowledged write after every failover by 5 s.
 repl-diskless-sync-delay 0
 CONF
+  if [ "$LAB_TLS" = 1 ]; then
+    # TLS only: the plain port closed, replication over TLS (through the elector's
+    # gate, a byte pump), client certificates not required (the lab's clients hold
+    # only the CA).
+    sed -i "s/^port $DATA_PORT\$/port 0/" "$conf"
+    cat >> "$conf" <<CONF
+tls-port $DATA_PORT
+tls-cert-file $TLS_DIR/node.crt
+tls-key-file $TLS_DIR/redis.key
+tls-ca-cert-file $TLS_DIR/ca.crt
+tls-replication yes
+tls-auth-clients no
+CONF
+  fi
   log "starting $(redis-server --version | awk '{print $1, $3}'), fenced as replica of $FENCE_UPSTREAM_HOST:$FENCE_UPSTREAM_PORT"
   redis-server "$conf" &
   DATA_PID=$!
@@ -329,11 +383,11 @@ for _ in $(seq 1 200); do
     wait "$DATA_PID" || true
     die "$BACKEND exited during start-up"
   fi
-  if [ "$(redis-cli -p "$DATA_PORT" PING 2>/dev/null)" = PONG ]; then ready=1; break; fi
+  if [ "$(redis-cli "${CLI_TLS[@]}" -p "$DATA_PORT" PING 2>/dev/null)" = PONG ]; then ready=1; break; fi
   sleep 0.1
 done
 [ "$ready" = 1 ] || { stop_all KILL; die "$BACKEND did not answer PING on :$DATA_PORT within 20 s"; }
-[ "$WITNESS" = 1 ] || log "$BACKEND is up on :$DATA_PORT ($(redis-cli -p "$DATA_PORT" ROLE 2>/dev/null | head -1))"
+[ "$WITNESS" = 1 ] || log "$BACKEND is up on :$DATA_PORT$([ "$LAB_TLS" = 0 ] || echo " (TLS only)") ($(redis-cli "${CLI_TLS[@]}" -p "$DATA_PORT" ROLE 2>/dev/null | head -1))"
 
 if [ "$ELECTOR_BIN" != none ]; then
   [ -x "/usr/local/bin/$ELECTOR_BIN" ] || { stop_all KILL; die "/usr/local/bin/$ELECTOR_BIN is missing from the image"; }

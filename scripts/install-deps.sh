@@ -12,7 +12,8 @@ JUST_VERSION=1.36.0
 export PATH="$HOME/.cargo/bin:$PATH"
 
 need_apt=()
-for pkg in redis-server redis-sentinel debootstrap iproute2 iptables iputils-arping curl; do
+# openssl: the TLS lab's throw-away certificates (scripts/lab.sh, LAB_TLS=1).
+for pkg in redis-server redis-sentinel debootstrap iproute2 iptables iputils-arping curl openssl; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 # promtool (`just rules-test`) comes with Debian's prometheus package; haproxy checks

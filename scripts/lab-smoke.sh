@@ -5,6 +5,9 @@
 # SIGKILL the primary, wait for a new primary, check the write survived where kevy allows,
 # restart the old primary and check it rejoins as a replica; then `lab-down` and check
 # nothing is left. Prints timings. Exit 0 only if every step passed.
+# LAB_TLS=1 (Redis specs only): the same over the TLS lab (docs/security.md "A TLS lab"),
+# every client over TLS with the lab's CA, and the first write must be acknowledged by a
+# replica (`WAIT`, so replication runs over TLS) and found on the new primary.
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 LAB="$REPO/scripts/lab.sh"
@@ -20,13 +23,20 @@ now_ms() { date +%s%3N; }
 secs_since() { local d=$(( $(now_ms) - $1 )); printf "%d.%03d" $((d / 1000)) $((d % 1000)); }
 fail() { echo "lab-smoke: FAIL: $*" >&2; "$LAB" status >&2 || true; exit 1; }
 
-status_json() { python3 "$REPO/scripts/lab-status.py" --n "$1" --json; }
+TLS="${LAB_TLS:-0}"
+CA="$REPO/.lab/tls/ca.crt"
+CLI_TLS=(); STATUS_TLS=(); CURL_TLS=(); SCHEME=http
+if [ "$TLS" = 1 ]; then
+  CLI_TLS=(--tls --cacert "$CA"); STATUS_TLS=(--tls-ca "$CA"); CURL_TLS=(--cacert "$CA"); SCHEME=https
+fi
+rcli() { redis-cli "${CLI_TLS[@]}" "$@"; }
 # primary N [EXCLUDE]: id of the unfenced primary a quorum agrees on, or empty
 primary() {
-  python3 - "$1" "${2:-}" <<'PY'
+  python3 - "$1" "${2:-}" "${STATUS_TLS[@]}" <<'PY'
 import json, sys, subprocess
 n, excl = int(sys.argv[1]), sys.argv[2]
-out = subprocess.run([sys.executable, "scripts/lab-status.py", "--n", str(n), "--json"], capture_output=True, text=True).stdout
+out = subprocess.run([sys.executable, "scripts/lab-status.py", "--n", str(n), "--json"] + sys.argv[3:],
+                     capture_output=True, text=True).stdout
 st = json.loads(out)
 answered = [s for s in st.values() if "_error" not in s]
 prim = [s["node_id"] for s in answered if s.get("role") == "primary" and not s.get("fenced")]
@@ -49,10 +59,16 @@ for spec in "${specs[@]}"; do
   p=$(primary "$n"); [ -n "$p" ] || fail "no primary after lab-up"
   [ "$p" != "$witness" ] || fail "the witness $witness became primary"
   pi=${p#n}
-  [ "$(redis-cli -p "600$pi" SET smoke "$spec")" = OK ] || fail "SET on primary $p (127.0.0.1:600$pi) failed"
+  [ "$(rcli -p "600$pi" SET smoke "$spec")" = OK ] || fail "SET on primary $p (127.0.0.1:600$pi) failed"
+  if [ "$TLS" = 1 ]; then
+    acked=$(rcli -p "600$pi" WAIT 1 5000)
+    [ "${acked:-0}" -ge 1 ] || fail "the write was not acknowledged by a replica over TLS (WAIT 1 answered '$acked')"
+    log "TLS: the write is acknowledged by $acked replica(s) (WAIT 1)"
+    [ "$(redis-cli -p "600$pi" PING 2>&1 || true)" != PONG ] || fail "the data node answered plain text on its TLS port"
+  fi
   for i in $(seq 1 "$n"); do
     [ "$i" = "$pi" ] || [ "n$i" = "$witness" ] && continue
-    r=$(redis-cli -p "600$i" SET smoke x 2>&1 || true)
+    r=$(rcli -p "600$i" SET smoke x 2>&1 || true)
     [[ "$r" == READONLY* ]] || fail "replica n$i accepted a write or errored oddly: $r"
   done
   log "primary $p takes writes; replicas answer READONLY"
@@ -68,18 +84,24 @@ for spec in "${specs[@]}"; do
     [ "$np" != "$witness" ] || fail "the witness $witness became primary"
     "$LAB" status
     npi=${np#n}
-    [ "$(redis-cli -p "600$npi" SET smoke2 ok)" = OK ] || fail "SET on new primary $np failed"
-    log "GET smoke on new primary: '$(redis-cli -p "600$npi" GET smoke)' (written before the kill)"
+    [ "$(rcli -p "600$npi" SET smoke2 ok)" = OK ] || fail "SET on new primary $np failed"
+    got=$(rcli -p "600$npi" GET smoke)
+    log "GET smoke on new primary: '$got' (written before the kill)"
+    if [ "$TLS" = 1 ]; then
+      [ "$got" = "$spec" ] || fail "the acknowledged write is not on the new primary (got '$got')"
+      sentinel=$(rcli -p "2640$npi" SENTINEL get-master-addr-by-name mymaster | tr '\n' ' ')
+      log "TLS: the Sentinel port of $np names the primary: $sentinel"
+    fi
     "$LAB" start "$p"
     tr=$(now_ms); ok=""
     while [ -z "$ok" ]; do
-      role=$(curl -fsS "http://127.0.0.1:930$pi/status" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["role"], d.get("primary"))' 2>/dev/null || true)
+      role=$(curl -fsS "${CURL_TLS[@]}" "$SCHEME://127.0.0.1:930$pi/status" 2>/dev/null | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["role"], d.get("primary"))' 2>/dev/null || true)
       [ "$role" = "replica $np" ] && ok=1
       (( $(now_ms) - $tr > FAILOVER_TIMEOUT * 1000 )) && fail "restarted $p did not rejoin as replica of $np (last: '$role')"
       [ -n "$ok" ] || sleep 0.3
     done
     log "restarted $p rejoined as replica of $np after $(secs_since $tr) s"
-    r=$(redis-cli -p "600$pi" SET smoke x 2>&1 || true)
+    r=$(rcli -p "600$pi" SET smoke x 2>&1 || true)
     [[ "$r" == READONLY* ]] || fail "rejoined old primary $p accepted a write: $r"
   fi
   "$LAB" status

@@ -9,6 +9,7 @@ table; exits 1 with a clear message on timeout.
 Standard library only (python3 >= 3.7)."""
 import argparse
 import json
+import ssl
 import subprocess
 import sys
 import time
@@ -17,6 +18,9 @@ import urllib.request
 API_BASE = 9300
 CLIENT_BASE = 6000
 CONTAINER = "elector-lab-n{}"
+# A TLS lab (LAB_TLS=1): the CA of .lab/tls, which the APIs' certificates chain to
+# (they carry IP 127.0.0.1, the host side of the published ports).
+TLS_CA = None
 
 
 def container_state(i):
@@ -37,9 +41,11 @@ def container_state(i):
 
 
 def fetch_status(i, timeout=1.0):
-    url = "http://127.0.0.1:{}/status".format(API_BASE + i)
+    scheme = "https" if TLS_CA else "http"
+    url = "{}://127.0.0.1:{}/status".format(scheme, API_BASE + i)
+    context = ssl.create_default_context(cafile=TLS_CA) if TLS_CA else None
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(url, timeout=timeout, context=context) as r:
             return json.loads(r.read().decode())
     except Exception as e:  # noqa: BLE001 - any failure = no answer
         return {"_error": type(e).__name__}
@@ -79,8 +85,9 @@ def table(rows, witnesses=()):
                 role = "witness ({})".format(st.get("role", "?"))
                 epoch = str(st.get("epoch", "?"))
                 prim = str(st.get("primary") or "-")
-            lines.append([node, cstate, role, epoch, prim, "-", "none (votes only)", "-",
-                          "curl 127.0.0.1:{}/status".format(API_BASE + i)])
+            curl = ("curl --cacert {} https://127.0.0.1:{}/status".format(TLS_CA, API_BASE + i)
+                    if TLS_CA else "curl 127.0.0.1:{}/status".format(API_BASE + i))
+            lines.append([node, cstate, role, epoch, prim, "-", "none (votes only)", "-", curl])
             continue
         if "_error" in st:
             role, epoch, prim, fenced, data = "-", "-", "-", "-", "(no API answer)"
@@ -94,9 +101,11 @@ def table(rows, witnesses=()):
                 data = "unreachable"
             else:
                 data = "{} {}".format(dn.get("kind", ""), dn.get("role", "?")).strip()
+        cli = "redis-cli -p {}".format(CLIENT_BASE + i)
+        if TLS_CA:
+            cli = "redis-cli --tls --cacert {} -p {}".format(TLS_CA, CLIENT_BASE + i)
         lines.append(["n{}".format(i), cstate, role, epoch, prim, fenced, data,
-                      "127.0.0.1:{}".format(CLIENT_BASE + i),
-                      "redis-cli -p {}".format(CLIENT_BASE + i)])
+                      "127.0.0.1:{}".format(CLIENT_BASE + i), cli])
     widths = [max(len(r[c]) for r in [head] + lines) for c in range(len(head))]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     out = [fmt.format(*head)] + [fmt.format(*r) for r in lines]
@@ -132,7 +141,10 @@ def main():
     ap.add_argument("--wait", type=float, default=0, help="seconds to wait for an elected primary")
     ap.add_argument("--json", action="store_true", help="print the raw /status documents")
     ap.add_argument("--witnesses", default="", help="comma-separated witness ids (no data node)")
+    ap.add_argument("--tls-ca", default="", help="a TLS lab: the CA file the APIs chain to")
     a = ap.parse_args()
+    global TLS_CA
+    TLS_CA = a.tls_ca or None
     witnesses = tuple(w for w in a.witnesses.split(",") if w)
 
     if a.wait > 0:

@@ -16,13 +16,17 @@
 #      and evaluating deploy/prometheus/elector-rules.yml, on 127.0.0.1:LAB_PROM_PORT,
 #      default 9090; its image: scripts/build-prometheus-image.sh),
 #      LAB_VIP (a virtual IP in the lab subnet, e.g. 10.77.0.100: it follows the primary,
-#      clients that know only it use LAB_VIP:6379; docs/vip.md).
+#      clients that know only it use LAB_VIP:6379; docs/vip.md),
+#      LAB_TLS=1 (Redis only: a throw-away CA and per-node certificates in .lab/tls, Redis
+#      on its tls-port only, the elector's election, API and Sentinel ports over TLS;
+#      clients trust .lab/tls/ca.crt; docs/security.md "A TLS lab").
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PROJECT=elector-lab
 STATE_DIR="$REPO/.lab"
 STATE="$STATE_DIR/state"
+TLS_DIR="$STATE_DIR/tls"
 CHAIN=ELECTOR-LAB
 export PATH="$HOME/.cargo/bin:$PATH"
 
@@ -35,7 +39,7 @@ command -v docker >/dev/null || die "docker not found: install Docker Engine"
 compose_detect || die "neither docker compose (v2) nor docker-compose (v1) found: apt-get install docker-compose"
 
 load_state() {
-  LAB_N=""; LAB_BACKEND=""; LAB_PREFIX=""; LAB_MONITORING_ON=0; LAB_STATE_VIP=""
+  LAB_N=""; LAB_BACKEND=""; LAB_PREFIX=""; LAB_MONITORING_ON=0; LAB_STATE_VIP=""; LAB_TLS_ON=0
   # shellcheck disable=SC1090
   [ -f "$STATE" ] && . "$STATE"
   return 0
@@ -46,6 +50,7 @@ lab_containers() { docker ps -a --filter "label=com.docker.compose.project=$PROJ
 compose() {
   local files=(-f "$REPO/compose/lab-$LAB_N.yml")
   [ "${LAB_MONITORING_ON:-0}" != 1 ] || files+=(-f "$REPO/compose/monitoring.yml")
+  [ "${LAB_TLS_ON:-0}" != 1 ] || files+=(-f "$REPO/compose/tls-$LAB_N.yml")
   "${COMPOSE[@]}" -p "$PROJECT" "${files[@]}" "$@"
 }
 
@@ -102,7 +107,48 @@ node_index() { # n1 | 1 -> 1
 }
 
 print_table() {
-  python3 "$REPO/scripts/lab-status.py" --n "$(lab_nodes "$LAB_N")" --witnesses "$(lab_witnesses "$LAB_N")" "$@"
+  local tls=()
+  [ "${LAB_TLS_ON:-0}" != 1 ] || tls=(--tls-ca "$TLS_DIR/ca.crt")
+  python3 "$REPO/scripts/lab-status.py" --n "$(lab_nodes "$LAB_N")" --witnesses "$(lab_witnesses "$LAB_N")" "${tls[@]}" "$@"
+}
+
+# A TLS lab's throw-away PKI in .lab/tls (openssl, as docs/security.md shows): a CA and,
+# per node, one certificate for everything the node serves and dials (its Redis tls-port
+# and replication, the election port with its node id as a DNS name, the API and the
+# Sentinel port), naming nI, its lab address, localhost and 127.0.0.1 (the host side of
+# the published ports). Made again when the lab's size or subnet changed, or within 30
+# days of expiry. The keys are
+# copied into the container and given to the elector's user there (mode 0600).
+make_lab_pki() { # NODES PREFIX
+  local nodes=$1 prefix=$2 i want
+  command -v openssl >/dev/null || die "openssl not found (apt-get install openssl)"
+  want="nodes=$nodes prefix=$prefix"
+  # Kept while made for this lab and more than 30 days from expiry (the elector warns
+  # about certificates that expire within 30 days).
+  if [ -f "$TLS_DIR/made-for" ] && [ "$(cat "$TLS_DIR/made-for")" = "$want" ] \
+    && openssl x509 -checkend $((30 * 86400)) -noout -in "$TLS_DIR/ca.crt" >/dev/null 2>&1; then
+    return 0
+  fi
+  rm -rf "$TLS_DIR"
+  mkdir -p "$TLS_DIR"
+  (
+    cd "$TLS_DIR"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+      -keyout ca.key -out ca.crt -days 365 -subj "/CN=elector lab CA" 2>/dev/null
+    for i in $(seq 1 "$nodes"); do
+      openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+        -keyout "n$i.key" -out "n$i.csr" -subj "/CN=n$i" 2>/dev/null
+      printf 'subjectAltName=DNS:n%s,DNS:localhost,IP:%s.1%s,IP:127.0.0.1\n' "$i" "$prefix" "$i" > "n$i.ext"
+      openssl x509 -req -in "n$i.csr" -CA ca.crt -CAkey ca.key -CAcreateserial \
+        -days 365 -out "n$i.crt" -extfile "n$i.ext" 2>/dev/null
+      rm -f "n$i.csr" "n$i.ext"
+    done
+    # Readable inside the containers (copied there and given to the elector's user).
+    chmod 0644 ./*.crt ./n*.key
+    chmod 0600 ca.key
+  ) || die "making the lab's certificates in $TLS_DIR failed"
+  echo "$want" > "$TLS_DIR/made-for"
+  log "made a throw-away CA and $nodes node certificates in $TLS_DIR (valid 365 days)"
 }
 
 cmd_up() {
@@ -111,13 +157,17 @@ cmd_up() {
   case "$n" in 2|3|5|2w) ;; *) die "N must be 2, 3, 5 or 2w (compose/lab-N.yml), got '$n'";; esac
   case "$backend" in kevy|redis) ;; *) die "backend must be kevy or redis, got '$backend'";; esac
   command -v python3 >/dev/null || die "python3 not found (scripts/install-deps.sh installs it)"
-  local prefix="${LAB_SUBNET_PREFIX:-10.77.0}" monitoring="${LAB_MONITORING:-0}" vip="${LAB_VIP:-}"
+  local prefix="${LAB_SUBNET_PREFIX:-10.77.0}" monitoring="${LAB_MONITORING:-0}" vip="${LAB_VIP:-}" tls="${LAB_TLS:-0}"
   check_vip "$vip" "$prefix" "$(lab_nodes "$n")"
+  case "$tls" in 0|1) ;; *) die "LAB_TLS must be 0 or 1, got '$tls'";; esac
+  [ "$tls" = 0 ] || [ "$backend" = redis ] \
+    || die "LAB_TLS=1 needs the redis backend: kevy 7.0.0 has no TLS (docs/security.md); LAB_TLS=1 just lab-up $n redis"
   load_state
-  if [ -n "$(lab_containers)" ] && { [ "$LAB_N" != "$n" ] || [ "$LAB_BACKEND" != "$backend" ] || [ "$LAB_PREFIX" != "$prefix" ] || [ "$LAB_STATE_VIP" != "$vip" ]; }; then
-    log "a different lab is running (N=${LAB_N:-?} backend=${LAB_BACKEND:-?} vip=${LAB_STATE_VIP:-none}): taking it down first"
+  if [ -n "$(lab_containers)" ] && { [ "$LAB_N" != "$n" ] || [ "$LAB_BACKEND" != "$backend" ] || [ "$LAB_PREFIX" != "$prefix" ] || [ "$LAB_STATE_VIP" != "$vip" ] || [ "${LAB_TLS_ON:-0}" != "$tls" ]; }; then
+    log "a different lab is running (N=${LAB_N:-?} backend=${LAB_BACKEND:-?} vip=${LAB_STATE_VIP:-none} tls=${LAB_TLS_ON:-0}): taking it down first"
     cmd_down
   fi
+  [ "$tls" = 0 ] || make_lab_pki "$(lab_nodes "$n")" "$prefix"
   if [ "${SKIP_BUILD:-0}" != 1 ]; then
     "$REPO/scripts/build-images.sh" || die "image build failed (see above)"
     if [ "$monitoring" = 1 ]; then
@@ -126,8 +176,8 @@ cmd_up() {
     fi
   fi
   mkdir -p "$STATE_DIR"
-  printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\nLAB_MONITORING_ON=%s\nLAB_STATE_VIP=%s\n' "$n" "$backend" "$prefix" "$monitoring" "$vip" > "$STATE"
-  LAB_N=$n LAB_MONITORING_ON=$monitoring
+  printf 'LAB_N=%s\nLAB_BACKEND=%s\nLAB_PREFIX=%s\nLAB_MONITORING_ON=%s\nLAB_STATE_VIP=%s\nLAB_TLS_ON=%s\n' "$n" "$backend" "$prefix" "$monitoring" "$vip" "$tls" > "$STATE"
+  LAB_N=$n LAB_MONITORING_ON=$monitoring LAB_TLS_ON=$tls
   [ "$monitoring" != 1 ] || write_prometheus_config "$n" "$prefix"
 
   export BACKEND="$backend" LAB_SUBNET_PREFIX="$prefix" LAB_IMAGE="${NODE_IMAGE:-elector-node:latest}" LAB_VIP="$vip"
@@ -153,6 +203,9 @@ cmd_up() {
     die "the lab Prometheus did not scrape every elector within 60 s (docker logs elector-lab-prometheus)"
   fi
   [ -z "$vip" ] || wait_vip "$vip"
+  if [ "$tls" = 1 ]; then
+    log "TLS lab: clients trust $TLS_DIR/ca.crt, e.g. redis-cli --tls --cacert $TLS_DIR/ca.crt -p 26401 SENTINEL get-master-addr-by-name mymaster; curl --cacert $TLS_DIR/ca.crt https://127.0.0.1:9301/status"
+  fi
   log "lab-up took $(( $(date +%s) - t0 ))s"
 }
 
@@ -174,7 +227,9 @@ check_vip() {
 wait_vip() {
   local vip=$1 i
   for i in $(seq 1 40); do
-    if redis-cli -h "$vip" -p 6379 INFO replication 2>/dev/null | tr -d '\r' | grep -qx 'role:master'; then
+    local tls=()
+    [ "${LAB_TLS_ON:-0}" != 1 ] || tls=(--tls --cacert "$TLS_DIR/ca.crt")
+    if redis-cli "${tls[@]}" -h "$vip" -p 6379 INFO replication 2>/dev/null | tr -d '\r' | grep -qx 'role:master'; then
       log "vip $vip:6379 reaches the primary (redis-cli -h $vip -p 6379)"
       return 0
     fi
