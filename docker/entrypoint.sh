@@ -161,10 +161,9 @@ install_lab_tls() {
   mkdir -p "$TLS_DIR"
   cp "$LAB_TLS_SRC/ca.crt" "$TLS_DIR/ca.crt"
   cp "$LAB_TLS_SRC/$NODE_ID.crt" "$TLS_DIR/node.crt"
+  # Redis runs as root here and reads the same file.
   install -m 0600 "$LAB_TLS_SRC/$NODE_ID.key" "$TLS_DIR/node.key"
   [ "$ELECTOR_USER" = root ] || chown "$ELECTOR_USER:" "$TLS_DIR/node.key"
-  # Redis runs as root here and reads its own copy.
-  install -m 0600 "$LAB_TLS_SRC/$NODE_ID.key" "$TLS_DIR/redis.key"
 }
 # The elector's TLS settings in a TLS lab (merged over the rendered config).
 lab_tls_yaml() {
@@ -334,7 +333,7 @@ CONF
     cat >> "$conf" <<CONF
 tls-port $DATA_PORT
 tls-cert-file $TLS_DIR/node.crt
-tls-key-file $TLS_DIR/redis.key
+tls-key-file $TLS_DIR/node.key
 tls-ca-cert-file $TLS_DIR/ca.crt
 tls-replication yes
 tls-auth-clients no

@@ -177,9 +177,9 @@ impl VipHandle {
         }
         task.abort();
         let _ = task.await;
-        if let Ok(mut s) = self.status.lock() {
-            s.announcements_cut += 1;
-        }
+        let mut s = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        s.announcements_cut += 1;
+        drop(s);
         tracing::info!("vip: an announcement still running was stopped before the next move");
     }
 
