@@ -3,14 +3,19 @@
 //! change (docs/protocol.md §3.7) or an upgrade of every host at once does.
 //! The cluster must elect again, with every acknowledged write.
 //!
-//! On Redis it does (a restarted elector proves its data node's position by
-//! its replication id and offset). On kevy it does not yet: kevy 7.0.0 gives
-//! no run id, a restarted elector's position is `unproven_after_elector_start`
-//! until its node joins a feed (protocol §6.2.1, "truthful positions"), and
-//! with every elector restarted nobody can stand, so the cluster waits for
-//! `elector accept-data-loss` although nothing was lost (found by the Ansible
-//! rehearsal; issue 34). The kevy test is ignored until that is fixed; run it
-//! with `--ignored` to see it.
+//! On Redis a restarted elector proves its data node's position by its
+//! replication id and offset. kevy 7.0.0 gives no run id: the position its
+//! elector held when it fenced the node on stop is proven by the process
+//! mark the same pipeline confirmed (`datanode/kevy_mark.rs`, protocol
+//! §6.10). Before the mark, every kevy node stayed
+//! `unproven_after_elector_start`, nobody could stand, and the cluster
+//! waited for `elector accept-data-loss` although nothing was lost (found by
+//! the Ansible rehearsal; issue 34).
+//!
+//! The mark must prove nothing for a kevy that is not the process it was
+//! loaded into: the second pair of tests restarts the old primary's data
+//! node empty while every elector is down, and the cluster must still elect
+//! a node holding every acknowledged write.
 
 mod support;
 
@@ -21,6 +26,15 @@ use support::{Backend, Cluster};
 const ELECT_AGAIN_WITHIN: Duration = Duration::from_secs(15);
 
 fn every_elector_restarted_at_once_elects_again_with_every_acknowledged_write(backend: Backend) {
+    restart_every_elector(backend, false);
+}
+
+/// Every elector stopped (each fences its data node on the way out); with
+/// `empty_old_primary`, the old primary's data node is then restarted with
+/// an emptied data directory before the electors start again: whatever its
+/// elector held for it describes another process. The cluster must elect a
+/// node that holds every acknowledged write.
+fn restart_every_elector(backend: Backend, empty_old_primary: bool) {
     let mut c = Cluster::start(backend, 3);
     let p = c.wait_primary(Duration::from_secs(20));
     c.wait_replica_links(p);
@@ -31,6 +45,10 @@ fn every_elector_restarted_at_once_elects_again_with_every_acknowledged_write(ba
     for i in 0..3 {
         c.wait_elector_exit(i, Duration::from_secs(10));
         c.keep_elector_log(i);
+    }
+    if empty_old_primary {
+        c.kill_data(p);
+        c.restart_data(p, false);
     }
     for i in 0..3 {
         c.start_elector(i);
@@ -69,7 +87,18 @@ fn every_redis_elector_restarted_at_once_elects_again_with_every_acknowledged_wr
 }
 
 #[test]
-#[ignore = "issue 34: a kevy cluster whose electors all restart at once waits for accept-data-loss"]
 fn every_kevy_elector_restarted_at_once_elects_again_with_every_acknowledged_write() {
     every_elector_restarted_at_once_elects_again_with_every_acknowledged_write(Backend::Kevy);
+}
+
+#[test]
+fn every_redis_elector_restarted_with_the_old_primarys_data_node_emptied_meanwhile_elects_a_holder_of_every_acknowledged_write(
+) {
+    restart_every_elector(Backend::Redis, true);
+}
+
+#[test]
+fn every_kevy_elector_restarted_with_the_old_primarys_data_node_emptied_meanwhile_elects_a_holder_of_every_acknowledged_write(
+) {
+    restart_every_elector(Backend::Kevy, true);
 }

@@ -398,14 +398,25 @@ impl Core {
     /// epoch on behalf of writes it does not hold, and two nodes could
     /// then elect nobody (simulator, kevy, two nodes, seed 159: the joined
     /// epoch's primary was never made writable). What it held before is
-    /// the floor's and the watchdog hint's to say.
+    /// the floor's and the watchdog hint's to say. Only a *proven* 0 is
+    /// empty: after its data node or this elector restarted, a kevy's
+    /// `INFO` offset starts again at 0 with the process while its files
+    /// may hold the joined stream's writes, so an unproven reading places
+    /// `(joined epoch, 0)` (simulator, kevy with snapshot loading, seed 111:
+    /// a replica acknowledged write 828 of epoch 2 while loading n2's
+    /// snapshot, its host crashed, and back with its files it read 0 and
+    /// voted for the old primary of epoch 1, which lacked the write; the
+    /// model had hidden it by trusting a position file across restarts).
     pub(super) fn unplaced_reading(&self) -> Option<(u64, u64)> {
         let epoch = self.inherited_unclaimed_join()?;
         let obs = &self.data.obs;
         if !obs.reachable || self.is_recorded_stream(obs.stream.as_ref()) {
             return None;
         }
-        let offset = obs.offset.filter(|&o| o > 0)?;
+        let offset = obs.offset.unwrap_or(0);
+        if offset == 0 && self.data.proof == Proof::Proven {
+            return None;
+        }
         Some((epoch, offset))
     }
 

@@ -51,6 +51,9 @@ impl AnyNode {
                     ack_nudge: dn.ack_nudge,
                     reconnect_window_ms: dn.kevy_reconnect_window_ms,
                     report_before_naming: false,
+                    // Fresh for every adapter instance: a mark is never
+                    // offered to two processes (`kevy_mark`).
+                    mark_seed: Some(rand::random()),
                 },
                 SharedFiles {
                     watchdog_clamps: Some(crate::api::metrics::watchdog_clamps_path(

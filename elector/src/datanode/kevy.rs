@@ -21,13 +21,14 @@
 use super::ack_nudge::{self, Shared as NudgeShared, ACK_NUDGE};
 use super::client::{Credentials, RespClient};
 use super::info::parse_identity;
+use super::kevy_mark::{exists_flags, MarkStep};
 use super::kevy_pad::FRAMES_PER_BATCH;
 use super::kevy_policy::{
     Clock, KevyCommand, KevyOutcome, KevyPolicy, KevyReading, KevySettings, KevyStep, PipelineRead,
     Release,
 };
 use super::kevy_quiesce::QUIESCE_TIMEOUT_MS;
-use super::kevy_stream::UpstreamAt;
+use super::kevy_stream::{unvouched, UpstreamAt};
 use super::stale_connect::{abort_until_done, AbortTally};
 use super::{resolve, DataNodeAdapter, DataNodeError, NowhereHold, ReplicationInfo, NOWHERE};
 use crate::core::{DataNodeTarget, Millis};
@@ -145,8 +146,16 @@ impl KevyNode {
             KevyCommand::AwaitPrimary { addr, within } => {
                 KevyOutcome::Upstream(self.await_promotion(&addr, within).await)
             }
-            KevyCommand::ReplicaOf { to, release } => {
-                KevyOutcome::Replicated(self.replicaof(to, release).await)
+            KevyCommand::ReplicaOf {
+                to,
+                release,
+                mark,
+                unvouch_first,
+            } => {
+                if unvouch_first {
+                    self.unvouch_position_file();
+                }
+                KevyOutcome::Replicated(self.replicaof(to, release, mark).await)
             }
             KevyCommand::Quiesce => {
                 let (host, port) = (NOWHERE.0, NOWHERE.1.to_string());
@@ -201,14 +210,22 @@ impl KevyNode {
         &mut self,
         to: Option<(String, u16)>,
         release: Release,
+        mark: Option<MarkStep>,
     ) -> Result<PipelineRead, DataNodeError> {
         let port = to.as_ref().map(|(_, p)| p.to_string());
         let replicaof: Vec<&str> = match (&to, &port) {
             (Some((host, _)), Some(port)) => vec!["REPLICAOF", host, port],
             _ => vec!["REPLICAOF", "NO", "ONE"],
         };
-        // The token between two readings of the role, as in `observe`.
-        let commands: [&[&str]; 5] = [
+        // The token between two readings of the role, as in `observe`;
+        // our process mark checked on the same connection (`kevy_mark`).
+        let marking: Vec<&str> = match &mark {
+            Some(MarkStep::Check(sha)) => vec!["SCRIPT", "EXISTS", sha],
+            Some(MarkStep::Load(source)) => vec!["SCRIPT", "LOAD", source],
+            None => vec!["PING"],
+        };
+        let commands: [&[&str]; 6] = [
+            &marking,
             &["INFO", "server"],
             &["INFO", "replication"],
             &["REPL.TOKEN"],
@@ -239,17 +256,66 @@ impl KevyNode {
             _ => command.await,
         }?;
         if let Some(e) = replies
-            .get(4)
+            .get(5)
             .and_then(|r| refused(&replicaof.join(" "), r))
         {
             return Err(e);
         }
+        let (mark_present, mark_loaded) = match &mark {
+            Some(MarkStep::Check(_)) => (
+                replies
+                    .first()
+                    .and_then(exists_flags)
+                    .and_then(|flags| flags.first().copied()),
+                None,
+            ),
+            Some(MarkStep::Load(_)) => (None, reply_text(&replies, 0, "SCRIPT LOAD").ok()),
+            None => (None, None),
+        };
         Ok(PipelineRead {
-            server: reply_text(&replies, 0, "INFO server").ok(),
-            replication: reply_text(&replies, 1, "INFO replication").ok(),
-            token: replies.get(2).cloned(),
-            replication_after: reply_text(&replies, 3, "INFO replication").ok(),
+            server: reply_text(&replies, 1, "INFO server").ok(),
+            replication: reply_text(&replies, 2, "INFO replication").ok(),
+            token: replies.get(3).cloned(),
+            replication_after: reply_text(&replies, 4, "INFO replication").ok(),
+            mark_present,
+            mark_loaded,
         })
+    }
+
+    /// Strips the process mark from the shared position file before a
+    /// `REPLICAOF` towards anyone (`kevy_mark`): from then on the node may
+    /// take another stream's data, and the entry must not vouch for it
+    /// across a restart. A failed write is said: the entry then still
+    /// vouches, so it is retried by the next such command.
+    fn unvouch_position_file(&mut self) {
+        let Some(path) = &self.files.position else {
+            return;
+        };
+        let Some(text) = Self::read_file(Some(path)).and_then(|t| unvouched(&t)) else {
+            return;
+        };
+        let tmp = path.with_extension("tmp");
+        let result = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = result {
+            tracing::warn!(path = %path.display(), error = %e, "kevy: stripping the process mark from the held position failed");
+        }
+    }
+
+    /// Loads the process mark the policy asked for (`kevy_mark`).
+    async fn load_mark(&mut self, source: &str) {
+        match self
+            .client
+            .call::<String>(&["SCRIPT", "LOAD", source])
+            .await
+        {
+            Ok(sha) => {
+                tracing::debug!(mark = %sha, "kevy: process mark loaded");
+                self.policy.mark_loaded(&sha);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "kevy: loading the process mark failed; a position held now will not count across an elector restart")
+            }
+        }
     }
 
     /// Writes the held position the policy asks for, for the watchdog (or
@@ -354,7 +420,18 @@ impl DataNodeAdapter for KevyNode {
         // One round trip, the token between two readings of the role (a
         // role change by another client in between is then seen, not read
         // as a stream: `KevyReading::info_after`). Raw replies, so that
-        // `-LOADING` (a full resync) is a reading, not a failure.
+        // `-LOADING` (a full resync) is a reading, not a failure. The
+        // position file is read first, so that the same pipeline asks
+        // whether its process mark is in this process (`kevy_mark`).
+        let position_file = Self::read_file(self.files.position.as_ref());
+        let marks_asked = self.policy.marks_to_check(position_file.as_deref());
+        let mut exists = vec!["SCRIPT", "EXISTS"];
+        exists.extend(marks_asked.iter().map(String::as_str));
+        let exists: &[&str] = if marks_asked.is_empty() {
+            &["PING"]
+        } else {
+            &exists
+        };
         let replies = self
             .client
             .pipeline(&[
@@ -362,6 +439,7 @@ impl DataNodeAdapter for KevyNode {
                 &["INFO", "replication"],
                 &["REPL.TOKEN"],
                 &["INFO", "replication"],
+                exists,
             ])
             .await?;
         let mut info = ReplicationInfo::parse(&reply_text(&replies, 1, "INFO replication")?)?;
@@ -379,9 +457,16 @@ impl DataNodeAdapter for KevyNode {
                 .watchdog_clamps
                 .as_ref()
                 .map(|p| crate::api::metrics::limits::read_count(p)),
-            position_file: Self::read_file(self.files.position.as_ref()),
+            position_file,
+            marks_answer: (!marks_asked.is_empty())
+                .then(|| replies.get(4).and_then(exists_flags))
+                .flatten(),
+            marks_asked,
         };
         let view = self.policy.observed(reading, self.clock());
+        if let Some(source) = &view.load_mark {
+            self.load_mark(source).await;
+        }
         if view.pad_frames > 0 {
             self.pad(view.pad_frames).await;
         }

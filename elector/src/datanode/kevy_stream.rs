@@ -46,6 +46,7 @@
 //! §6.2.1, "truthful positions").
 
 use super::info::parse_identity;
+use super::kevy_mark::is_sha;
 use super::{ReplicationInfo, NOWHERE};
 use std::path::PathBuf;
 
@@ -154,19 +155,22 @@ pub(crate) struct Held {
     pub(crate) at_ms: u64,
 }
 
-/// The shared file's contents (`process_id offset unix_ms [generation]`):
-/// whose kevy process, and the position.
+/// The shared file's contents (`process_id offset unix_ms [generation|-
+/// [mark]]`): whose kevy process, the position, and the process mark
+/// confirmed in the pipeline that read it ([`super::kevy_mark`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FileHeld {
+pub struct FileHeld {
     pub(crate) identity: String,
     pub(crate) held: Held,
+    pub(crate) mark: Option<String>,
 }
 
 impl FileHeld {
-    pub(crate) fn parse(text: &str) -> Option<FileHeld> {
+    pub fn parse(text: &str) -> Option<FileHeld> {
         let mut parts = text.split_whitespace();
         let (identity, offset, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
         let generation = parts.next().and_then(|g| g.parse().ok());
+        let mark = parts.next().filter(|m| is_sha(m)).map(str::to_string);
         Some(FileHeld {
             identity: identity.to_string(),
             held: Held {
@@ -174,20 +178,40 @@ impl FileHeld {
                 offset: offset.parse().ok()?,
                 at_ms: at_ms.parse().ok()?,
             },
+            mark,
         })
     }
 
-    pub(crate) fn render(&self) -> String {
+    pub fn render(&self) -> String {
         let generation = self
             .held
             .generation
-            .map(|g| format!(" {g}"))
+            .map_or_else(|| "-".to_string(), |g| g.to_string());
+        let mark = self
+            .mark
+            .as_deref()
+            .map(|m| format!(" {m}"))
             .unwrap_or_default();
         format!(
-            "{} {} {}{generation}\n",
+            "{} {} {} {generation}{mark}\n",
             self.identity, self.held.offset, self.held.at_ms
         )
     }
+
+    /// The mark the entry was written under, if any.
+    pub fn mark(&self) -> Option<&str> {
+        self.mark.as_deref()
+    }
+}
+
+/// The shared file's text without its mark (`None`: it has none, nothing
+/// to write): what a `REPLICAOF` that points the node anywhere but nowhere
+/// leaves behind first, since the node may then take another stream's data
+/// under the same process mark ([`super::kevy_mark`]).
+pub fn unvouched(text: &str) -> Option<String> {
+    let mut file = FileHeld::parse(text)?;
+    file.mark.take()?;
+    Some(file.render())
 }
 
 /// The adapter's memory of the node's position.
@@ -211,6 +235,9 @@ pub(crate) struct StreamPosition {
     since_ms: u64,
     /// A held position to write to the shared file (`<data_dir>/kevy-position`).
     to_write: Option<FileHeld>,
+    /// The process marks the reading at hand found in the process (ours
+    /// first, when it is there).
+    marks_present: Vec<String>,
 }
 
 /// The offset to report and whether the node's link to its upstream counts
@@ -241,6 +268,12 @@ impl StreamPosition {
     /// process 1 at every start, so its id cannot tell the file's owner).
     pub(crate) fn new_incarnation(&mut self, now_wall: u64) {
         *self = StreamPosition::since(now_wall);
+    }
+
+    /// The process marks the next reading (a poll, or a `REPLICAOF`'s
+    /// pipeline) found in the process, ours first ([`super::kevy_mark`]).
+    pub(crate) fn marks_confirmed(&mut self, present: Vec<String>) {
+        self.marks_present = present;
     }
 
     /// The position to write to the shared file, once.
@@ -282,7 +315,8 @@ impl StreamPosition {
     /// A poll's reading at `now` (wall clock, the clock [`FLOOR_GRACE_MS`]
     /// and the shared file are counted on): what to report instead of
     /// `INFO`'s offset (`info_offset`, used only when nothing is held);
-    /// `file` is what the shared file holds now.
+    /// `file` is what the shared file holds now; the process marks the same
+    /// reading found are [`Self::marks_confirmed`]'s.
     pub(crate) fn observe_at(
         &mut self,
         reading: &Reading,
@@ -310,7 +344,7 @@ impl StreamPosition {
                 generation,
             };
         }
-        let (generation, offset) = match self.newest_held(file) {
+        let (generation, offset) = match self.newest_held(file, reading) {
             Some(held) => (held.generation, held.offset),
             None => {
                 if !self.fallback_logged {
@@ -364,7 +398,10 @@ impl StreamPosition {
 
     /// What the pipeline read just before a `REPLICAOF` ended the runner:
     /// held (and written for the watchdog or a restarted elector) if the
-    /// node had joined a feed; the runner that follows starts over.
+    /// node had joined a feed; the runner that follows starts over. Written
+    /// with the process mark the same pipeline confirmed, if any
+    /// ([`Self::marks_confirmed`]): the entry then counts across our
+    /// restart ([`super::kevy_mark`]).
     pub(crate) fn leaving_at(&mut self, reading: Option<&Reading>, now: u64) {
         if let Some((generation, offset)) = reading.and_then(|r| self.joined(r)) {
             let held = Held {
@@ -377,6 +414,7 @@ impl StreamPosition {
                 self.to_write = Some(FileHeld {
                     identity: identity.clone(),
                     held,
+                    mark: self.marks_present.first().cloned(),
                 });
             }
         }
@@ -447,10 +485,13 @@ impl StreamPosition {
     }
 
     /// The newer of ours and the file's (written by whoever ran the last
-    /// `REPLICAOF` with a joined runner: us, or the watchdog while we were
-    /// silent), for this kevy process only.
-    fn newest_held(&self, file: Option<&FileHeld>) -> Option<Held> {
-        let from_file = file.filter(|f| self.trusted(f)).map(|f| f.held);
+    /// `REPLICAOF` with a joined runner: us, the watchdog while we were
+    /// silent, or the elector before our restart), for this kevy process
+    /// only.
+    fn newest_held(&self, file: Option<&FileHeld>, reading: &Reading) -> Option<Held> {
+        let from_file = file
+            .filter(|f| self.trusted(f) || vouched(f, reading, &self.marks_present))
+            .map(|f| f.held);
         match (self.held, from_file) {
             (Some(a), Some(b)) => Some(if b.at_ms > a.at_ms { b } else { a }),
             (a, b) => a.or(b),
@@ -458,12 +499,34 @@ impl StreamPosition {
     }
 
     /// The file's position counts if written since we started, for the kevy
-    /// process we have seen. Not across our own restart: kevy has no run
-    /// id, and a kevy restarted with its container has a new process with
-    /// the same process id (and perhaps none of the data).
+    /// process we have seen. Across our own restart only by its mark
+    /// ([`vouched`]): kevy has no run id, and a kevy restarted with its
+    /// container has a new process with the same process id (and perhaps
+    /// none of the data).
     fn trusted(&self, file: &FileHeld) -> bool {
         Some(file.identity.as_str()) == self.identity.as_deref() && file.held.at_ms >= self.since_ms
     }
+}
+
+/// An entry from before our start counts when the pipeline that read it
+/// confirmed a process mark that this reading finds in the process now
+/// (the very process held that position), and the node follows nobody:
+/// every `REPLICAOF` towards anyone strips the mark first, so it has taken
+/// no other stream's data since ([`super::kevy_mark`]).
+fn vouched(file: &FileHeld, reading: &Reading, marks_present: &[String]) -> bool {
+    let follows_nobody = matches!(
+        reading,
+        Reading::Replica {
+            follows_someone: false,
+            syncing: false,
+            ..
+        }
+    );
+    follows_nobody
+        && file
+            .mark
+            .as_ref()
+            .is_some_and(|m| marks_present.contains(m))
 }
 
 /// The file, in `data_dir`, where the elector and the watchdog keep the

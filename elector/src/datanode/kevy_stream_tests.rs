@@ -262,3 +262,70 @@ fn info_and_token_replies_are_read_as_kevy_answers_them() {
     );
     assert_eq!(parse_reading(&following, &Value::Nil), None);
 }
+
+const MARK: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// What the elector's stop fence writes: the position its pipeline read,
+/// under the process mark the same pipeline confirmed.
+fn marked_capture(offset: u64, at: u64) -> FileHeld {
+    let mut stopping = StreamPosition::since(at);
+    stopping.identify(Some("process_id:1"));
+    stopping.marks_confirmed(vec![MARK.to_string()]);
+    stopping.leaving_at(Some(&replica(3, offset, false)), at);
+    stopping
+        .take_write()
+        .expect("a joined runner's position is written")
+}
+
+#[test]
+fn a_restarted_elector_trusts_a_position_from_before_its_start_only_under_a_mark_still_in_the_process(
+) {
+    let file = marked_capture(800, 1_000);
+    assert_eq!(file.mark(), Some(MARK));
+    assert_eq!(FileHeld::parse(&file.render()), Some(file.clone()));
+    // Restarted; the mark is in the process: the held position counts,
+    // in its feed generation.
+    let mut restarted = StreamPosition::since(2_000);
+    restarted.identify(Some("process_id:1"));
+    restarted.marks_confirmed(vec![MARK.to_string()]);
+    let r = restarted.observe_at(&nowhere(), 1532, Some(&file), 2_100);
+    assert_eq!((r.offset, r.generation), (800, Some(3)));
+    // The mark is not in this process (a kevy restarted, same process id):
+    // nothing is held; `INFO`'s number, unnamed, as before.
+    let mut fresh = StreamPosition::since(2_000);
+    fresh.identify(Some("process_id:1"));
+    fresh.marks_confirmed(Vec::new());
+    let r = fresh.observe_at(&nowhere(), 3, Some(&file), 2_100);
+    assert_eq!((r.offset, r.generation), (3, None));
+}
+
+#[test]
+fn a_marked_position_counts_only_while_the_node_follows_nobody() {
+    let file = marked_capture(800, 1_000);
+    let mut restarted = StreamPosition::since(2_000);
+    restarted.identify(Some("process_id:1"));
+    restarted.marks_confirmed(vec![MARK.to_string()]);
+    // Loading someone's snapshot, or following someone not yet joined:
+    // its data may already be another stream's.
+    for reading in [replica(0, 0, true), replica(0, 0, false)] {
+        let r = restarted.observe_at(&reading, 7, Some(&file), 2_100);
+        assert_eq!(r.generation, None, "{reading:?}");
+    }
+}
+
+#[test]
+fn a_replicaof_towards_anyone_strips_the_mark_and_an_unmarked_file_needs_no_write() {
+    let file = marked_capture(800, 1_000);
+    let stripped = unvouched(&file.render()).expect("a marked entry is rewritten");
+    let parsed = FileHeld::parse(&stripped).unwrap();
+    assert_eq!(parsed.mark(), None);
+    assert_eq!(parsed.held, file.held);
+    assert_eq!(unvouched(&stripped), None);
+    // The old shape (no mark, maybe no generation) still reads.
+    let old = FileHeld::parse("process_id:7 900 1700000000000 5\n").unwrap();
+    assert_eq!(
+        (old.held.offset, old.held.generation, old.mark()),
+        (900, Some(5), None)
+    );
+    assert_eq!(FileHeld::parse(&old.render()), Some(old));
+}

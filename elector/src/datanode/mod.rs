@@ -16,6 +16,7 @@ pub mod gate;
 mod info;
 mod kevy;
 mod kevy_hold;
+pub mod kevy_mark;
 mod kevy_pad;
 pub mod kevy_policy;
 mod kevy_quiesce;

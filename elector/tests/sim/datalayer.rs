@@ -83,6 +83,9 @@ pub struct KevyState {
     /// was read before the change, at this time, its token and second
     /// `INFO` after (`KevyReading::info_after`).
     pub read_mid_change: Option<(ReplicationInfo, Millis)>,
+    /// The process marks loaded into this process's script cache
+    /// (`SCRIPT LOAD`; `datanode::kevy_mark`): gone with the process.
+    pub marks: Vec<String>,
 }
 
 impl DataNode {

@@ -25,9 +25,10 @@ use super::{Ev, Sim};
 use elector::core::{DataNodeTarget, Millis};
 use elector::datanode::driver::{Command, Observed, Outcome};
 use elector::datanode::kevy_policy::{
-    Clock, KevyCommand, KevyOutcome, KevyPolicy, KevyReading, KevySettings, KevyStep, PipelineRead,
+    Clock, KevyCommand, KevyOutcome, KevyPolicy, KevyReading, KevySettings, KevyStep, MarkStep,
+    PipelineRead,
 };
-use elector::datanode::kevy_stream::UpstreamAt;
+use elector::datanode::kevy_stream::{unvouched, UpstreamAt};
 use elector::datanode::{DataNodeError, ReplicationInfo, NOWHERE};
 use rand::Rng;
 
@@ -43,7 +44,13 @@ const KEVY_TICK_MS: Millis = 100;
 
 /// A fresh policy for an elector incarnation (as `KevyNode::new`);
 /// `report_before_naming` switches "the tick after a promotion" off.
-pub(super) fn policy(report_before_naming: bool) -> KevyPolicy {
+/// `started`: the node's clock at the elector's start (the shared file's
+/// positions from before it count only under a process mark).
+pub(super) fn policy(
+    report_before_naming: bool,
+    mark_seed: Option<u128>,
+    started: Millis,
+) -> KevyPolicy {
     KevyPolicy::new(
         KevySettings {
             replication_port_offset: REPLICATION_OFFSET,
@@ -52,9 +59,23 @@ pub(super) fn policy(report_before_naming: bool) -> KevyPolicy {
             ack_nudge: false,
             reconnect_window_ms: 1_000,
             report_before_naming,
+            mark_seed,
         },
-        0,
+        started,
     )
+}
+
+/// The sha kevy's `SCRIPT LOAD` answers for `source` (a stand-in for
+/// sha1: 40 hex digits, the same for the same source).
+fn script_sha(source: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut parts = [0u64; 3];
+    for (k, part) in parts.iter_mut().enumerate() {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (k, source).hash(&mut h);
+        *part = h.finish();
+    }
+    format!("{:016x}{:016x}{:08x}", parts[0], parts[1], parts[2] as u32)
 }
 
 /// Which driver command a kevy operation carries out.
@@ -214,9 +235,32 @@ impl Sim {
                         generation: Some(self.kstate(u).generation),
                     }),
             ),
-            KevyCommand::ReplicaOf { to, .. } => {
+            KevyCommand::ReplicaOf {
+                to,
+                mark,
+                unvouch_first,
+                ..
+            } => {
                 let was_writable = self.nodes[i].data.writable();
                 let (info, token) = self.kevy_read(i).expect("up");
+                // The executor strips the file's mark before sending; the
+                // model applies it as the command lands (nothing reads the
+                // file in between that the node's data could contradict).
+                let k = self.kstate_mut(i);
+                if *unvouch_first {
+                    if let Some(text) = k.position_file.as_deref().and_then(unvouched) {
+                        k.position_file = Some(text);
+                    }
+                }
+                let (mark_present, mark_loaded) = match mark {
+                    Some(MarkStep::Check(sha)) => (Some(k.marks.contains(sha)), None),
+                    Some(MarkStep::Load(source)) => {
+                        let sha = script_sha(source);
+                        k.marks.push(sha.clone());
+                        (None, Some(sha))
+                    }
+                    None => (None, None),
+                };
                 // A pipeline sent just before someone else's role change
                 // read its first `INFO` before it, as a poll would.
                 let before = self.kevy_read_mid_change(i).unwrap_or_else(|| info.clone());
@@ -226,6 +270,8 @@ impl Sim {
                     token: Some(token),
                     replication_after: (!self.kevy_reads_role_once)
                         .then(|| Self::kevy_info_text(&info)),
+                    mark_present,
+                    mark_loaded,
                 };
                 match to {
                     None if !self.nodes[i].data.is_master() => self.kevy_promote(i),
@@ -479,6 +525,11 @@ impl Sim {
         let Some(policy) = self.nodes[i].kevy_policy.as_mut() else {
             return Outcome::Observed(Err(DataNodeError::Unreachable("no adapter".into())));
         };
+        // The position file is read first; the pipeline asks whether its
+        // mark (and ours) is in this process.
+        let marks_asked = policy.marks_to_check(k.position_file.as_deref());
+        let marks_answer = (!marks_asked.is_empty())
+            .then(|| marks_asked.iter().map(|m| k.marks.contains(m)).collect());
         let (info_now, token) = match read {
             Ok(r) => r,
             Err(e) => return Outcome::Observed(Err(e)),
@@ -497,11 +548,21 @@ impl Sim {
                 info_after,
                 watchdog_clamps: Some(k.watchdog_clamps),
                 position_file: k.position_file.clone(),
+                marks_asked,
+                marks_answer,
             },
             clock,
         );
+        let loaded = view.load_mark.take().map(|source| {
+            let sha = script_sha(&source);
+            policy.mark_loaded(&sha);
+            sha
+        });
         view.info.floor_hint = floor_hint;
         let satisfies = target.is_some_and(|t| policy.satisfies(&view.info, &t, clock.mono));
+        if let Some(sha) = loaded {
+            self.kstate_mut(i).marks.push(sha);
+        }
         for _ in 0..view.pad_frames.min(10_000) {
             let write_id = u64::MAX; // a no-op frame of ours
             self.nodes[i].data.append(write_id);
@@ -589,7 +650,39 @@ impl Sim {
             k.info_offset_max = 0;
             k.named_at = 0;
             k.loading_until = 0;
+            k.marks.clear();
         }
+    }
+
+    /// The elector's clean stop (SIGTERM, `runtime.rs`): a fresh adapter
+    /// fences the data node first, blind, on a connection of its own (its
+    /// pipeline loads a process mark and writes the position it read for
+    /// the next elector), and the process exits. Synchronous: the stop
+    /// waits for its fence.
+    pub fn stop_elector_fencing(&mut self, i: usize) {
+        if self.nodes[i].core.is_none() || self.nodes[i].witness {
+            return;
+        }
+        self.trace(i, "ELECTOR STOP (fencing first)");
+        if self.nodes[i].data.kevy.is_some() && self.nodes[i].data.up {
+            let early = self.kevy_report_before_naming;
+            let seed = (!self.kevy_without_marks)
+                .then(|| ((i as u128) << 64) | (1 << 63) | u128::from(self.nodes[i].incarnation));
+            let mut stopping = policy(early, seed, self.clock(i));
+            let mut step = stopping.fence_blind();
+            while let KevyStep::Run(command) = step {
+                let outcome = self.kevy_serve(i, &command, self.now);
+                step = stopping.resume(outcome, self.kevy_clock(i));
+            }
+            if let Some(text) = stopping.take_position_write() {
+                self.kstate_mut(i).position_file = Some(text);
+            }
+        } else if self.nodes[i].data.up {
+            let d = &mut self.nodes[i].data;
+            d.applied = DataNodeTarget::Isolated;
+            d.link_up = false;
+        }
+        self.crash_elector(i);
     }
 
     /// A kevy replica loading a full resync's snapshot (issue 35): reads

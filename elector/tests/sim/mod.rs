@@ -225,6 +225,10 @@ pub struct Sim {
     /// control: a role changed by someone else mid-read is then read as
     /// a stream).
     pub kevy_reads_role_once: bool,
+    /// The kevy policies load and check no process marks (the rules
+    /// before `datanode::kevy_mark`): a control, so the model shows
+    /// what the marks are for.
+    pub kevy_without_marks: bool,
     /// The next node to become primary finds its disk broken at once: its
     /// first persist as primary (the stream epoch) fails (finding 2).
     pub break_disk_on_promotion: Option<u64>,
@@ -301,6 +305,7 @@ impl Sim {
             draws_data_stalls: false,
             kevy_report_before_naming: false,
             kevy_reads_role_once: false,
+            kevy_without_marks: false,
             priorities: vec![100; n],
             preempt: Preempt::default(),
             backend: Backend {
@@ -486,7 +491,12 @@ impl Sim {
         self.nodes[i].tether = None;
         let kevy = self.nodes[i].data.kevy.is_some();
         let early = self.kevy_report_before_naming;
-        self.nodes[i].kevy_policy = kevy.then(|| kevy::policy(early));
+        // One seed per elector incarnation, as `rand::random` per adapter
+        // in the shell; drawn from nothing random, so seeds replay.
+        let mark_seed = (!self.kevy_without_marks)
+            .then(|| ((i as u128) << 64) | u128::from(self.nodes[i].incarnation));
+        let started = self.clock(i);
+        self.nodes[i].kevy_policy = kevy.then(|| kevy::policy(early, mark_seed, started));
         self.nodes[i].kevy_op = None;
         self.nodes[i].round = None;
         // The gate lives in the elector process (§6.10): a new one starts

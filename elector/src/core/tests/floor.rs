@@ -628,6 +628,30 @@ fn an_elector_that_died_before_claiming_a_join_votes_with_what_its_data_node_may
 }
 
 #[test]
+fn an_unproven_reading_of_zero_during_an_unclaimed_join_still_places_the_joined_epoch() {
+    // §6.10, simulator kevy seed 111: back after its host crashed, the data
+    // node reads 0 in no named stream (kevy's `INFO` offset restarts with
+    // the process) while its files may hold epoch 2's writes.
+    let durable = died_while_joining();
+    let mut n = restarted(durable.clone());
+    n.handle(5_001, reading(0, 1, false, None, 0));
+    assert_ne!(n.core.proof(), Proof::Proven);
+    let step = n.handle(9_000, offer_at(3, "n1", 1, 800));
+    assert_eq!(
+        reject_reason(&step),
+        Some(RejectReason::CandidateBehind),
+        "epoch 1 at 800 is behind what the joined epoch may hold"
+    );
+    let mut n = restarted(durable);
+    n.handle(5_001, reading(0, 1, false, None, 0));
+    let step = n.handle(9_000, offer_at(3, "n1", 2, 0));
+    assert!(
+        step.persist.is_some(),
+        "a candidate of the joined epoch gets the vote: {step:?}"
+    );
+}
+
+#[test]
 fn the_joined_epochs_own_primary_frees_an_unclaimed_join_by_saying_it_never_led_that_epoch() {
     // §6.10 (simulator, two nodes, seed 1071): n3 won epoch 2 and its
     // elector died before it promoted its data node, so epoch 2's stream

@@ -31,8 +31,10 @@ mod new_generation;
 mod observe;
 
 use super::kevy_hold::PromotionHold;
+pub use super::kevy_mark::MarkStep;
+use super::kevy_mark::ProcessMarks;
 use super::kevy_quiesce::Quiesce;
-use super::kevy_stream::{StreamPosition, UpstreamAt};
+use super::kevy_stream::{FileHeld, StreamPosition, UpstreamAt};
 use super::{DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::{DataNodeTarget, Millis};
 use new_generation::Unnamed;
@@ -79,10 +81,16 @@ pub enum KevyCommand {
     /// primary (`within` ms at most), then read its feed (`REPL.TOKEN`).
     AwaitPrimary { addr: String, within: Millis },
     /// `INFO server`, `INFO replication`, `REPL.TOKEN` and `REPLICAOF` in one
-    /// pipeline (`to: None`: `NO ONE`), releasing `release` meanwhile.
+    /// pipeline (`to: None`: `NO ONE`), releasing `release` meanwhile; with
+    /// our process mark checked, or loaded, on the same connection first
+    /// ([`super::kevy_mark`]). `unvouch_first`: strip the mark from the
+    /// shared position file before sending (the node may take another
+    /// stream's data after this command).
     ReplicaOf {
         to: Option<(String, u16)>,
         release: Release,
+        mark: Option<MarkStep>,
+        unvouch_first: bool,
     },
     /// `FAILOVER <nowhere> TIMEOUT <QUIESCE_TIMEOUT_MS>`: writes refused.
     Quiesce,
@@ -103,6 +111,11 @@ pub struct PipelineRead {
     /// wrong role, and the position is then not read (as in a poll,
     /// [`KevyReading::info_after`]). `None`: not read (the old shape).
     pub replication_after: Option<String>,
+    /// `SCRIPT EXISTS <mark>`'s answer when the command asked
+    /// (`None`: not asked, or unreadable).
+    pub mark_present: Option<bool>,
+    /// `SCRIPT LOAD`'s answer (the mark's sha) when the command loaded one.
+    pub mark_loaded: Option<String>,
 }
 
 /// The outcome of the last command.
@@ -165,6 +178,10 @@ pub struct KevySettings {
     /// promotion" (`new_generation.rs`), so the simulator can show the
     /// mistake (`false` everywhere else).
     pub report_before_naming: bool,
+    /// Random, drawn once per adapter instance: the seed of the process
+    /// marks this adapter loads ([`super::kevy_mark`]); `None`: no marks
+    /// (a position held before our restart is then never trusted).
+    pub mark_seed: Option<u128>,
 }
 
 /// The policy's memory of one kevy process (and of its own commands).
@@ -190,6 +207,8 @@ pub struct KevyPolicy {
     stale_far_logged: bool,
     /// Our last promotion, until kevy names its new feed generation.
     unnamed: Option<Unnamed>,
+    /// The process marks we load and check ([`super::kevy_mark`]).
+    marks: Option<ProcessMarks>,
     op: Option<Op>,
 }
 
@@ -198,6 +217,7 @@ impl KevyPolicy {
     pub fn new(settings: KevySettings, started_wall: u64) -> KevyPolicy {
         KevyPolicy {
             hold: PromotionHold::new(settings.reconnect_window_ms),
+            marks: settings.mark_seed.map(ProcessMarks::new),
             settings,
             quiesce: Quiesce::default(),
             stream: StreamPosition::since(started_wall),
@@ -226,7 +246,27 @@ impl KevyPolicy {
         self.writable_applied = false;
         self.nudge_armed_since = None;
         self.unnamed = None;
+        if let Some(marks) = &mut self.marks {
+            marks.forget();
+        }
         self.op = None;
+    }
+
+    /// The shas a poll asks `SCRIPT EXISTS` about, given the shared
+    /// position file's text: our mark and the file's ([`super::kevy_mark`]).
+    pub fn marks_to_check(&self, position_file: Option<&str>) -> Vec<String> {
+        let Some(marks) = &self.marks else {
+            return Vec::new();
+        };
+        let file = position_file.and_then(FileHeld::parse);
+        marks.to_check(file.as_ref().and_then(FileHeld::mark))
+    }
+
+    /// `SCRIPT LOAD` of the source a view asked for answered `sha`.
+    pub fn mark_loaded(&mut self, sha: &str) {
+        if let Some(marks) = &mut self.marks {
+            marks.loaded(sha);
+        }
     }
 
     /// The held position to write to the shared file, once.
@@ -255,7 +295,8 @@ impl KevyPolicy {
                         window_ms: self.hold.window(),
                     }));
                 }
-                self.start(Op::Promote, self.replicaof(None))
+                let command = self.replicaof(None);
+                self.start(Op::Promote, command)
             }
             DataNodeTarget::HandingOver => {
                 self.following = None;
@@ -281,7 +322,8 @@ impl KevyPolicy {
     pub fn fence_blind(&mut self) -> KevyStep {
         self.writable_applied = false;
         self.nudge_armed_since = None;
-        self.start(Op::FenceBlind, self.replicaof(Some(nowhere())))
+        let command = self.replicaof(Some(nowhere()));
+        self.start(Op::FenceBlind, command)
     }
 
     /// The watchdog's fence (another process, its own policy): the lapsed
@@ -489,10 +531,26 @@ impl KevyPolicy {
         self.start(Op::Isolate, command)
     }
 
-    /// A `REPLICAOF` towards `to` (`None`: no one), with what to release.
-    fn replicaof(&self, to: Option<(String, u16)>) -> KevyCommand {
+    /// A `REPLICAOF` towards `to` (`None`: no one), with what to release;
+    /// our process mark checked (or, with none, loaded) in the same
+    /// pipeline, and the shared file's stripped first unless the node goes
+    /// nowhere (`kevy_mark`).
+    fn replicaof(&mut self, to: Option<(String, u16)>) -> KevyCommand {
         let release = self.leaving(to.as_ref());
-        KevyCommand::ReplicaOf { to, release }
+        let unvouch_first = to.as_ref().is_none_or(|t| (t.0.as_str(), t.1) != NOWHERE);
+        let mark = self.marks.as_mut().and_then(ProcessMarks::step);
+        KevyCommand::ReplicaOf {
+            to,
+            release,
+            mark,
+            unvouch_first,
+        }
+    }
+
+    fn own_mark(&self) -> Option<String> {
+        self.marks
+            .as_ref()
+            .and_then(|m| m.own().map(str::to_string))
     }
 
     /// What a `REPLICAOF` towards `to` must cut short (see the executor's
@@ -534,6 +592,23 @@ impl KevyPolicy {
         clock: Clock,
     ) -> Result<(), DataNodeError> {
         let read = read?;
+        // Our mark, asked in the same pipeline: the position it read is
+        // then this very process's (`kevy_mark`).
+        let own = self.own_mark();
+        let present = match (&mut self.marks, own, &read.mark_loaded) {
+            // Loaded on this connection: in this very process.
+            (Some(marks), _, Some(sha)) => {
+                marks.loaded(sha);
+                marks.own().map(str::to_string).into_iter().collect()
+            }
+            (Some(marks), Some(own), None) => {
+                let asked = [own];
+                let answer = read.mark_present.map(|p| vec![p]);
+                marks.answered(&asked, answer.as_deref())
+            }
+            _ => Vec::new(),
+        };
+        self.stream.marks_confirmed(present);
         self.stream.read_in_pipeline(
             read.server.as_deref(),
             read.replication.as_deref(),

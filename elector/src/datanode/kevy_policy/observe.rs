@@ -30,8 +30,14 @@ pub struct KevyReading {
     pub info_after: Option<ReplicationInfo>,
     /// The watchdog's clamp count (`None`: no counter file configured).
     pub watchdog_clamps: Option<u64>,
-    /// What the shared position file holds now (raw).
+    /// What the shared position file holds now (raw), read before the
+    /// pipeline (whose `SCRIPT EXISTS` asked about its mark).
     pub position_file: Option<String>,
+    /// The shas the pipeline's `SCRIPT EXISTS` asked about
+    /// ([`KevyPolicy::marks_to_check`]), and its answer (`None`: not
+    /// asked, or unreadable).
+    pub marks_asked: Vec<String>,
+    pub marks_answer: Option<Vec<bool>>,
 }
 
 /// What the nudger is told.
@@ -56,6 +62,9 @@ pub struct KevyView {
     /// generation (`kevy_pad`), when this is the writable primary we made.
     pub pad_frames: u64,
     pub nudge: NudgeView,
+    /// A process mark to `SCRIPT LOAD` (we have none in this process);
+    /// hand its sha to [`KevyPolicy::mark_loaded`].
+    pub load_mark: Option<String>,
 }
 
 impl KevyPolicy {
@@ -67,7 +76,14 @@ impl KevyPolicy {
             info_after,
             watchdog_clamps,
             position_file,
+            marks_asked,
+            marks_answer,
         } = reading;
+        let present = match &mut self.marks {
+            Some(marks) => marks.answered(&marks_asked, marks_answer.as_deref()),
+            None => Vec::new(),
+        };
+        self.stream.marks_confirmed(present);
         let (mut info, token) = settled_role(info, token, info_after);
         self.note_watchdog_clamps(watchdog_clamps, clock.mono);
         info.watchdog_clamps = watchdog_clamps;
@@ -96,10 +112,12 @@ impl KevyPolicy {
         self.hold.observed(info.is_master(), clock.mono);
         let pad_frames = self.padding_to_write(&info);
         let nudge = self.nudge_view(&info, clock.mono);
+        let load_mark = self.marks.as_mut().and_then(|m| m.to_load());
         KevyView {
             info,
             pad_frames,
             nudge,
+            load_mark,
         }
     }
 

@@ -11,6 +11,7 @@ fn settings() -> KevySettings {
         ack_nudge: true,
         reconnect_window_ms: 1_000,
         report_before_naming: false,
+        mark_seed: None,
     }
 }
 
@@ -64,6 +65,8 @@ fn pipeline_read(replication: &str, token: [i64; 2], after: Option<&str>) -> Kev
             token.iter().map(|&n| redis::Value::Int(n)).collect(),
         )),
         replication_after: after.map(Into::into),
+        mark_present: None,
+        mark_loaded: None,
     }))
 }
 
@@ -366,6 +369,8 @@ fn observe(p: &mut KevyPolicy, info: ReplicationInfo, t: Millis) -> KevyView {
             info_after: None,
             watchdog_clamps: None,
             position_file: None,
+            marks_asked: Vec::new(),
+            marks_answer: None,
         },
         at(t),
     )
@@ -391,6 +396,8 @@ fn a_primarys_reading_reports_the_tokens_offset_and_its_feed_generation_as_the_s
             info_after: None,
             watchdog_clamps: None,
             position_file: None,
+            marks_asked: Vec::new(),
+            marks_answer: None,
         },
         at(1),
     );
@@ -423,6 +430,8 @@ fn a_role_changed_by_someone_else_between_info_and_the_token_names_no_stream() {
                 info_after: after,
                 watchdog_clamps: None,
                 position_file: None,
+                marks_asked: Vec::new(),
+                marks_answer: None,
             },
             at(0),
         )
@@ -539,6 +548,8 @@ fn a_clamp_counted_by_the_watchdog_leaves_the_quiesce_unknown() {
                 info_after: None,
                 watchdog_clamps: Some(count),
                 position_file: None,
+                marks_asked: Vec::new(),
+                marks_answer: None,
             },
             at(t),
         )
@@ -565,6 +576,8 @@ fn observe_generation(p: &mut KevyPolicy, generation: i64, t: Millis) -> KevyVie
             info_after: None,
             watchdog_clamps: None,
             position_file: None,
+            marks_asked: Vec::new(),
+            marks_answer: None,
         },
         at(t),
     )
@@ -609,4 +622,134 @@ fn a_promoted_node_whose_first_reading_already_named_the_new_generation_claims_i
     assert_eq!(observe_generation(&mut p, 797, 5_001).info.stream, None);
     let late = observe_generation(&mut p, 797, 5_000 + super::new_generation::NAMING_WINDOW_MS);
     assert_eq!(late.info.stream.as_deref(), Some("kevy-feed-797"));
+}
+
+const SHA: &str = "993f1b1a7dfe6879f2d8c4b393e4ae3a61d344fa";
+
+/// A pipeline's reading with the mark's part answered.
+fn marked_pipeline(loaded: Option<&str>, present: Option<bool>) -> KevyOutcome {
+    match pipeline() {
+        KevyOutcome::Replicated(Ok(read)) => KevyOutcome::Replicated(Ok(PipelineRead {
+            mark_loaded: loaded.map(Into::into),
+            mark_present: present,
+            ..read
+        })),
+        other => other,
+    }
+}
+
+#[test]
+fn a_replicaof_pipeline_loads_a_process_mark_and_the_held_position_is_written_under_it() {
+    let mut p = KevyPolicy::new(
+        KevySettings {
+            mark_seed: Some(42),
+            ..settings()
+        },
+        1_000_000,
+    );
+    let first = p.apply(&DataNodeTarget::Isolated, at(1_000));
+    let (commands, r) = run(
+        &mut p,
+        first,
+        vec![
+            marked_pipeline(Some(SHA), None),
+            KevyOutcome::Lifted(Ok(())),
+        ],
+        1_000,
+    );
+    assert!(r.is_ok());
+    assert!(
+        matches!(&commands[0], KevyCommand::ReplicaOf { mark: Some(MarkStep::Load(src)), unvouch_first: false, .. } if src.contains("elector process mark")),
+        "{commands:?}"
+    );
+    let written = p
+        .take_position_write()
+        .expect("the joined runner's position");
+    assert!(written.trim_end().ends_with(SHA), "{written}");
+    // Next time the mark is checked, not loaded; found gone, the position
+    // read is written without it.
+    let first = p.apply(&DataNodeTarget::Isolated, at(2_000));
+    let (commands, _) = run(
+        &mut p,
+        first,
+        vec![
+            marked_pipeline(None, Some(false)),
+            KevyOutcome::Lifted(Ok(())),
+        ],
+        2_000,
+    );
+    assert!(
+        matches!(&commands[0], KevyCommand::ReplicaOf { mark: Some(MarkStep::Check(sha)), .. } if sha == SHA),
+        "{commands:?}"
+    );
+    let written = p
+        .take_position_write()
+        .expect("the joined runner's position");
+    assert!(!written.contains(SHA), "{written}");
+}
+
+#[test]
+fn a_replicaof_towards_anyone_but_nowhere_strips_the_files_mark_first() {
+    let mut p = policy();
+    p.hold.observed(true, 0);
+    let first = p.apply(&DataNodeTarget::Primary, at(10_000));
+    assert!(matches!(
+        first,
+        KevyStep::Run(KevyCommand::ReplicaOf {
+            to: None,
+            unvouch_first: true,
+            ..
+        })
+    ));
+    let mut p = policy();
+    let first = p.apply(&DataNodeTarget::Isolated, at(1_000));
+    assert!(matches!(
+        first,
+        KevyStep::Run(KevyCommand::ReplicaOf {
+            unvouch_first: false,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_poll_asks_about_the_files_mark_and_a_mark_it_finds_lets_the_files_position_count() {
+    let mut p = KevyPolicy::new(
+        KevySettings {
+            mark_seed: Some(42),
+            ..settings()
+        },
+        5_000_000,
+    );
+    let file = format!("process_id:7 800 1000000 3 {SHA}\n");
+    let asked = p.marks_to_check(Some(&file));
+    assert_eq!(asked, vec![SHA.to_string()]);
+    let nowhere = "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:1\r\nmaster_link_status:down\r\nslave_repl_offset:1532\r\n";
+    let reading = |answer: bool| KevyReading {
+        info: {
+            let mut i = ReplicationInfo::parse(nowhere).unwrap();
+            i.identity = Some("process_id:7".into());
+            i
+        },
+        token: Some(redis::Value::Array(vec![
+            redis::Value::Int(0),
+            redis::Value::Int(0),
+        ])),
+        info_after: Some(ReplicationInfo::parse(nowhere).unwrap()),
+        watchdog_clamps: None,
+        position_file: Some(file.clone()),
+        marks_asked: asked.clone(),
+        marks_answer: Some(vec![answer]),
+    };
+    let view = p.observed(reading(false), at(10));
+    assert_eq!((view.info.offset, view.info.stream), (1532, None));
+    assert!(
+        view.load_mark.is_some(),
+        "with no mark of its own it loads one"
+    );
+    let view = p.observed(reading(true), at(20));
+    assert_eq!(
+        (view.info.offset, view.info.stream.as_deref()),
+        (800, Some("kevy-feed-3"))
+    );
 }
