@@ -209,7 +209,8 @@ if [ "$mode" = systemd ]; then
   if [ "$backend" = kevy ]; then dn_change="kevy_aof=false"; else dn_change="redis_appendonly=false"; fi
   play -e "$dn_change" > "$tmp/deploy3.log" 2>&1 \
     || { tail -40 "$tmp/deploy3.log" >&2; die "third deploy (changed data node config) failed"; }
-  rolled=$(grep -c "TASK \[datanode : Restart the data node (" "$tmp/deploy3.log" || true)
+  # Tasks included by a handler print as RUNNING HANDLER.
+  rolled=$(grep -cE "(TASK|HANDLER) \[datanode : Restart the data node \(" "$tmp/deploy3.log" || true)
   [ "$rolled" = "$data_nodes" ] \
     || die "changing the data node config restarted $rolled of $data_nodes data nodes one at a time ($tmp/deploy3.log)"
   say "data node config change ($dn_change): $rolled data nodes restarted one host at a time, each rejoined before the next"
