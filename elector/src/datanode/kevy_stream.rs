@@ -159,14 +159,14 @@ pub(crate) struct Held {
 /// [mark]]`): whose kevy process, the position, and the process mark
 /// confirmed in the pipeline that read it ([`super::kevy_mark`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileHeld {
+pub(crate) struct FileHeld {
     pub(crate) identity: String,
     pub(crate) held: Held,
     pub(crate) mark: Option<String>,
 }
 
 impl FileHeld {
-    pub fn parse(text: &str) -> Option<FileHeld> {
+    pub(crate) fn parse(text: &str) -> Option<FileHeld> {
         let mut parts = text.split_whitespace();
         let (identity, offset, at_ms) = (parts.next()?, parts.next()?, parts.next()?);
         let generation = parts.next().and_then(|g| g.parse().ok());
@@ -182,7 +182,7 @@ impl FileHeld {
         })
     }
 
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let generation = self
             .held
             .generation
@@ -199,7 +199,7 @@ impl FileHeld {
     }
 
     /// The mark the entry was written under, if any.
-    pub fn mark(&self) -> Option<&str> {
+    pub(crate) fn mark(&self) -> Option<&str> {
         self.mark.as_deref()
     }
 }
