@@ -143,11 +143,12 @@ pub async fn run(
     let start_actions = core.start(clock.now());
 
     let (target_tx, target_rx) = watch::channel((0u64, 0u64, DataNodeTarget::Isolated));
+    let (stop_tx, stop_rx) = watch::channel(false);
     let (report_tx, mut report_rx) = mpsc::channel::<DataNodeReport>(16);
     let poll = Duration::from_millis(config.timings.data_poll_ms);
     // A witness has no data node (§4.5): no adapter, nothing to report.
     let nowhere_hold = datanode::NowhereHold::for_config(&config).await;
-    match (
+    let data_node_task = match (
         AnyNode::with_hold(&config, nowhere_hold.clone()),
         config.data_node.as_ref(),
     ) {
@@ -178,18 +179,24 @@ pub async fn run(
                 }
             };
             let hint = datanode::floor_hint::path(&config.data_dir);
-            tokio::spawn(datanode::run(
+            Some(tokio::spawn(datanode::run(
                 node,
-                target_rx,
-                report_tx,
+                datanode::Channels {
+                    targets: target_rx,
+                    reports: report_tx,
+                    stop: stop_rx.clone(),
+                },
                 poll,
                 tether,
                 gate,
                 Some(hint),
-            ));
+            )))
         }
-        _ => tracing::info!("witness: no data node to drive"),
-    }
+        _ => {
+            tracing::info!("witness: no data node to drive");
+            None
+        }
+    };
 
     let (persist_tx, persist_rx) = mpsc::unbounded_channel();
     let (persisted_tx, mut persisted_rx) = mpsc::unbounded_channel();
@@ -227,7 +234,6 @@ pub async fn run(
     let (view_tx, view_rx) = watch::channel(status_view::cluster_view(&core, &config));
     let (switch_tx, mut switch_rx) = mpsc::channel::<SwitchoverRequest>(4);
     let (accept_tx, mut accept_rx) = mpsc::channel::<api::AcceptDataLossRequest>(1);
-    let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
@@ -376,6 +382,21 @@ pub async fn run(
             tracing::warn!(error = %e, "could not remove the vip on stop");
         }
     }
+    // The task that drives the data node stops first, after the command it
+    // is running: a retarget it sent after our fence would undo it (a
+    // replica pointed back at its primary, the mark its position proves
+    // itself by stripped; a primary promoted again without an elector).
+    if let Some(task) = data_node_task {
+        if tokio::time::timeout(DATA_NODE_TASK_STOP, task)
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                waited_ms = DATA_NODE_TASK_STOP.as_millis() as u64,
+                "the data node task did not stop after its command; fencing anyway"
+            );
+        }
+    }
     match tokio::time::timeout(Duration::from_secs(3), fence_on_stop(&config, nowhere_hold)).await {
         Ok(Ok(())) => tracing::info!("data node fenced; stopped"),
         Ok(Err(e)) => tracing::warn!(error = %e, "could not fence the data node on stop"),
@@ -384,6 +405,11 @@ pub async fn run(
     shell.hooks.flush().await;
     Ok(())
 }
+
+/// How long a clean stop waits for the data node task to finish the
+/// command it runs: the longest is a retarget that waits for its upstream's
+/// promotion and then runs its pipeline (each bounded by about a second).
+const DATA_NODE_TASK_STOP: Duration = Duration::from_secs(3);
 
 /// The blind fence of a clean stop, on a connection of its own.
 /// It releases what the hold holds, or kevy's restart of its thread would

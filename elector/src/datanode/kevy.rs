@@ -261,6 +261,7 @@ impl KevyNode {
         {
             return Err(e);
         }
+        tracing::debug!(?mark, first = ?replies.first(), token = ?replies.get(3), "kevy: REPLICAOF pipeline read");
         let (mark_present, mark_loaded) = match &mark {
             Some(MarkStep::Check(_)) => (
                 replies

@@ -139,14 +139,24 @@ pub struct DataNodeReport {
     pub(crate) padded_frames: u64,
 }
 
+/// What the data node task hears and says.
+pub(crate) struct Channels {
+    /// The latest target: (sequence, generation, target).
+    pub(crate) targets: watch::Receiver<(u64, u64, DataNodeTarget)>,
+    pub(crate) reports: mpsc::Sender<DataNodeReport>,
+    /// Set when the elector stops: the task ends after the command it runs,
+    /// before the stop's own fence (which a later command would undo).
+    pub(crate) stop: watch::Receiver<bool>,
+}
+
 /// Drives `adapter` with the pure [`Driver`]: applies the latest target,
 /// polls every `poll`, and sends a report after each round. The rules (fence
 /// before read, blind fence, restart vs demotion) are the driver's; this
-/// task only carries out its commands, with the backend's timeouts.
+/// task only carries out its commands, with the backend's timeouts. It ends
+/// when told to stop, never in the middle of a command (§6.4.1).
 pub(crate) async fn run<A: DataNodeAdapter>(
     mut adapter: A,
-    mut targets: watch::Receiver<(u64, u64, DataNodeTarget)>,
-    reports: mpsc::Sender<DataNodeReport>,
+    channels: Channels,
     poll: Duration,
     tether: std::sync::Arc<Tether>,
     gate: Option<watch::Sender<GateState>>,
@@ -159,16 +169,30 @@ pub(crate) async fn run<A: DataNodeAdapter>(
     let mut ticker = tokio::time::interval(poll);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut link_up = false;
+    let Channels {
+        mut targets,
+        reports,
+        mut stop,
+    } = channels;
+    let stopping = |stop: &watch::Receiver<bool>| *stop.borrow();
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             changed = targets.changed() => if changed.is_err() { return },
+            changed = stop.changed() => if changed.is_err() { return },
+        }
+        if stopping(&stop) {
+            return;
         }
         let (seq, generation, target) = targets.borrow_and_update().clone();
         let round_target = target.clone();
         let mut incarnation = None;
         let mut step = driver.begin(seq, generation, target, ms());
         let round = loop {
+            if stopping(&stop) && !matches!(step, Step::Done(_)) {
+                tracing::debug!("data node task stopped between commands");
+                return;
+            }
             let outcome = match step {
                 Step::Done(round) => break round,
                 Step::Run(Command::Apply(t)) => Outcome::Applied(adapter.apply(&t).await),
@@ -287,3 +311,7 @@ pub(crate) async fn resolve(addr: &str) -> Result<(String, u16), DataNodeError> 
         .ok_or_else(|| DataNodeError::Resolve(addr.to_string()))?;
     Ok((sock.ip().to_string(), sock.port()))
 }
+
+#[cfg(test)]
+#[path = "task_tests.rs"]
+mod task_tests;

@@ -126,6 +126,11 @@ impl Cluster {
             ] {
                 print_log_tail(&format!("{} {f}", n.id), &n.dir.join(&f));
             }
+            // What a restarted kevy elector proves its position from.
+            let position = n.dir.join("elector").join("kevy-position");
+            if let Ok(text) = std::fs::read_to_string(&position) {
+                println!("---- {} kevy-position: {}", n.id, text.trim());
+            }
         }
     }
 }
