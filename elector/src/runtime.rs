@@ -386,14 +386,16 @@ pub async fn run(
     // is running: a retarget it sent after our fence would undo it (a
     // replica pointed back at its primary, the mark its position proves
     // itself by stripped; a primary promoted again without an elector).
-    if let Some(task) = data_node_task {
-        if tokio::time::timeout(DATA_NODE_TASK_STOP, task)
+    if let Some(mut task) = data_node_task {
+        if tokio::time::timeout(DATA_NODE_TASK_STOP, &mut task)
             .await
             .is_err()
         {
+            // Dropping the handle would leave it running beside the fence.
+            task.abort();
             tracing::warn!(
                 waited_ms = DATA_NODE_TASK_STOP.as_millis() as u64,
-                "the data node task did not stop after its command; fencing anyway"
+                "the data node task did not stop after its command; cut, fencing anyway"
             );
         }
     }

@@ -261,7 +261,6 @@ impl KevyNode {
         {
             return Err(e);
         }
-        tracing::debug!(?mark, first = ?replies.first(), token = ?replies.get(3), "kevy: REPLICAOF pipeline read");
         let (mark_present, mark_loaded) = match &mark {
             Some(MarkStep::Check(_)) => (
                 replies
@@ -273,6 +272,11 @@ impl KevyNode {
             Some(MarkStep::Load(_)) => (None, reply_text(&replies, 0, "SCRIPT LOAD").ok()),
             None => (None, None),
         };
+        tracing::debug!(
+            ?mark_present,
+            ?mark_loaded,
+            "kevy: the process mark in the REPLICAOF pipeline"
+        );
         Ok(PipelineRead {
             server: reply_text(&replies, 1, "INFO server").ok(),
             replication: reply_text(&replies, 2, "INFO replication").ok(),
