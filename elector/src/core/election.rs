@@ -270,6 +270,7 @@ impl Core {
             votes: [self.cfg.node_id.clone()].into_iter().collect(),
             rejects: Default::default(),
             deadline: self.now + self.cfg.timings.election_timeout_ms,
+            reason,
         };
         tracing::info!(epoch, reason = %reason, offset = self.my_offset(), "standing for election");
         self.set_role(RoleState::Candidate(candidacy), reason);
@@ -360,6 +361,7 @@ impl Core {
             return;
         }
         let epoch = c.epoch;
+        let won_as = c.won_as();
         self.state.epoch = epoch;
         self.outbox.persist();
         self.primary.id = Some(self.cfg.node_id.clone());
@@ -369,13 +371,12 @@ impl Core {
         // voters' ACCEPTs do not stop them voting again in a later epoch.
         let fenced = !self.cfg.faults.no_lease_fencing && !self.cfg.faults.promote_without_quorum;
         let leadership = Leadership {
+            won_as,
             fenced_by_lease: fenced,
             fenced_since: fenced.then_some(self.now),
-            lease_held_once: false,
-            switchover: None,
-            preempt_ready: Default::default(),
+            ..Leadership::default()
         };
-        self.set_role(RoleState::Primary(leadership), Reason::WonElection);
+        self.set_role(RoleState::Primary(leadership), won_as);
         self.sync_data_target();
         let addr = self
             .cfg

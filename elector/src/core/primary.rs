@@ -41,7 +41,7 @@ impl Core {
             let reason = if l.lease_held_once {
                 Reason::QuorumRegained
             } else {
-                Reason::WonElection
+                l.won_as
             };
             l.lease_held_once = true;
             tracing::info!(epoch, reason = %reason, "lease held: writes allowed");

@@ -19,6 +19,24 @@ pub(super) struct Candidacy {
     pub(crate) votes: BTreeSet<NodeId>,
     pub(crate) rejects: BTreeSet<NodeId>,
     pub(crate) deadline: Millis,
+    /// Why it stands (an ordinary election, a handover to it, an operator's
+    /// `accept-data-loss`): the role change of a won candidacy says so.
+    pub(crate) reason: Reason,
+}
+
+impl Candidacy {
+    /// The reason a primary this candidacy makes carries (§5, issue 36): a
+    /// planned handover's successor says `switchover` (HANDOVER does not
+    /// tell a switchover from a preemption; the old primary's own change
+    /// does), a forced candidacy `data_loss_accepted`, any other
+    /// `won_election`.
+    pub(crate) fn won_as(&self) -> Reason {
+        match self.reason {
+            Reason::Switchover | Reason::Preemption => Reason::Switchover,
+            Reason::DataLossAccepted => Reason::DataLossAccepted,
+            _ => Reason::WonElection,
+        }
+    }
 }
 
 /// A planned handover (§8): draining on the primary, then waiting for the
@@ -40,14 +58,17 @@ pub(super) struct Switchover {
 }
 
 /// What only a primary has: its lease (§6.2) and a switchover it drains.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(super) struct Leadership {
+    /// How this node came to lead ([`Candidacy::won_as`]): the first
+    /// unfence of the epoch carries it too.
+    pub(crate) won_as: Reason,
     /// No majority has echoed a stamp within the lease: writes refused.
     pub(crate) fenced_by_lease: bool,
     /// Since when, without a break, the lease has been lost.
     pub(crate) fenced_since: Option<Millis>,
     /// The lease was held at least once in this epoch (the first unfence
-    /// after winning has reason `won_election`, later ones
+    /// after winning has reason [`Leadership::won_as`], later ones
     /// `quorum_regained`).
     pub(crate) lease_held_once: bool,
     pub(crate) switchover: Option<Switchover>,
@@ -56,6 +77,19 @@ pub(super) struct Leadership {
     /// role, and cleared when a preemption starts, so a target that fails
     /// waits its whole delay again.
     pub(crate) preempt_ready: BTreeMap<NodeId, Millis>,
+}
+
+impl Default for Leadership {
+    fn default() -> Leadership {
+        Leadership {
+            won_as: Reason::WonElection,
+            fenced_by_lease: false,
+            fenced_since: None,
+            lease_held_once: false,
+            switchover: None,
+            preempt_ready: BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -218,6 +252,7 @@ mod tests {
             votes: BTreeSet::new(),
             rejects: BTreeSet::new(),
             deadline: 5,
+            reason: Reason::PeerTimeout,
         });
         let next = role.demoted();
         role.transition(next, 1, None, Reason::ElectionTimeout);

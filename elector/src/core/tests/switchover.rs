@@ -256,3 +256,76 @@ fn a_switchover_asked_before_the_promotion_applied_is_refused_as_not_ready_then_
         "the target caught up and was not handed over to"
     );
 }
+
+#[test]
+fn the_successor_of_a_planned_handover_becomes_primary_with_reason_switchover() {
+    // §5, §8 (issue 36): an operator reading `/status`, the metrics or a
+    // promote hook must see the new primary came from a switchover, not
+    // from an election after a failure.
+    let mut n = node("n2");
+    let announce = Event::Message {
+        from: "n1".into(),
+        msg: Message::Announce {
+            epoch: 1,
+            primary: "n1".into(),
+            primary_addr: "127.0.0.1:7001".into(),
+            stamp: 50,
+        },
+    };
+    n.handle(50, announce);
+    n.settle(60);
+    n.handle(100, follower_at("n3", 1, 90, 1, 10));
+    let handover = Event::Message {
+        from: "n1".into(),
+        msg: Message::Handover {
+            epoch: 1,
+            from: "n1".into(),
+            to: "n2".into(),
+        },
+    };
+    n.handle(120, handover);
+    let mut stood = None;
+    'time: for t in (130..=120 + T.down_after_ms).step_by(10) {
+        // The data node carries out whatever the handover asked of it.
+        let seq = n.core.target.seq;
+        for event in [observation(10, seq), Event::Tick] {
+            let step = n.handle(t, event);
+            if step.persist.is_some() && n.core.role() == Role::Candidate {
+                stood = Some((t, step));
+                break 'time;
+            }
+        }
+    }
+    let (t, stood) = stood.expect("n2 never stood for the handover");
+    // The self-vote is durable before the candidacy shows (§5.2).
+    let standing = n
+        .persist_done(t + 1, &stood)
+        .expect("the self-vote is written");
+    assert!(standing.role_change(Reason::Switchover), "{standing:?}");
+    let won = n.handle(
+        t + 2,
+        Event::Message {
+            from: "n1".into(),
+            msg: Message::Accept {
+                epoch: 2,
+                voter: "n1".into(),
+            },
+        },
+    );
+    assert_eq!(n.core.role(), Role::Primary);
+    let leading = n.persist_done(t + 3, &won).expect("the epoch is written");
+    assert!(leading.role_change(Reason::Switchover), "{leading:?}");
+    assert!(!leading.role_change(Reason::WonElection), "{leading:?}");
+    let leased = n.handle(t + 10, heartbeat("n1", 2, Some("n2"), t + 2));
+    assert!(!n.core.fenced(), "the successor never held its lease");
+    assert!(
+        leased.notices().iter().any(|x| matches!(
+            x,
+            Notice::Unfenced {
+                reason: Reason::Switchover,
+                ..
+            }
+        )),
+        "{leased:?}"
+    );
+}
