@@ -399,10 +399,12 @@ impl StreamPosition {
     /// What the pipeline read just before a `REPLICAOF` ended the runner:
     /// held (and written for the watchdog or a restarted elector) if the
     /// node had joined a feed; the runner that follows starts over. Written
-    /// with the process mark the same pipeline confirmed, if any
-    /// ([`Self::marks_confirmed`]): the entry then counts across our
-    /// restart ([`super::kevy_mark`]).
-    pub(crate) fn leaving_at(&mut self, reading: Option<&Reading>, now: u64) {
+    /// with `mark`, the process mark that same pipeline confirmed in the
+    /// process, if any: the entry then counts across our restart
+    /// ([`super::kevy_mark`]). The caller hands it over rather than this
+    /// taking whatever mark a reading left behind, so an entry can only
+    /// carry the mark of the pipeline that read its position.
+    pub(crate) fn leaving_at(&mut self, reading: Option<&Reading>, mark: Option<&str>, now: u64) {
         if let Some((generation, offset)) = reading.and_then(|r| self.joined(r)) {
             let held = Held {
                 generation,
@@ -414,7 +416,7 @@ impl StreamPosition {
                 self.to_write = Some(FileHeld {
                     identity: identity.clone(),
                     held,
-                    mark: self.marks_present.first().cloned(),
+                    mark: mark.map(str::to_string),
                 });
             }
         }
@@ -439,6 +441,7 @@ impl StreamPosition {
         replication: Option<&str>,
         token: Option<&redis::Value>,
         replication_after: Option<&str>,
+        mark: Option<&str>,
         now: u64,
     ) -> Option<Reading> {
         if let Some(server) = server {
@@ -471,7 +474,7 @@ impl StreamPosition {
             }
             reading
         };
-        self.leaving_at(reading.as_ref(), now);
+        self.leaving_at(reading.as_ref(), mark, now);
         reading
     }
 

@@ -44,7 +44,7 @@ fn a_floor_read_in_the_upstreams_previous_feed_binds_no_runner_of_its_new_one() 
     let r = p.observe_at(&replica(8, 0, false), 0, None, 0);
     assert_eq!((r.offset, r.link_joined), (0, true));
     // Read in the feed the runner hears: binding.
-    p.leaving_at(Some(&replica(8, 0, false)), 0);
+    p.leaving_at(Some(&replica(8, 0, false)), None, 0);
     p.following(UpstreamAt {
         offset: 40,
         generation: Some(8),
@@ -113,7 +113,7 @@ fn a_replica_that_has_not_heard_its_new_upstream_reports_the_position_it_held_wi
         p.observe_at(&replica(3, 1431, false), 1532, None, 0).offset,
         1431
     );
-    p.leaving_at(Some(&replica(3, 1431, false)), 0);
+    p.leaving_at(Some(&replica(3, 1431, false)), None, 0);
     p.following(floor(40));
     // The new runner: no heartbeat yet, or its snapshot still loading, or
     // not yet at what the upstream held when we pointed the node there.
@@ -137,6 +137,7 @@ fn an_upstream_promoted_again_before_the_runner_joined_lifts_the_floor_of_its_ol
             generation: None,
             offset: 50,
         }),
+        None,
         0,
     );
     p.following(floor(500));
@@ -151,7 +152,7 @@ fn an_isolated_replica_keeps_the_position_read_in_the_pipeline_of_its_isolation(
     let mut p = tracker();
     p.observe_at(&replica(3, 900, false), 0, None, 0);
     // Frames acknowledged after the last poll are in the pipeline's read.
-    p.leaving_at(Some(&replica(3, 1000, false)), 0);
+    p.leaving_at(Some(&replica(3, 1000, false)), None, 0);
     let r = p.observe_at(&nowhere(), 1532, None, 0);
     assert_eq!((r.offset, r.link_joined), (1000, false));
 }
@@ -173,10 +174,11 @@ fn a_runner_that_had_not_joined_when_isolated_leaves_the_older_position_held() {
             generation: None,
             offset: 720,
         }),
+        None,
         0,
     );
     p.following(floor(10));
-    p.leaving_at(Some(&replica(0, 0, false)), 0);
+    p.leaving_at(Some(&replica(0, 0, false)), None, 0);
     assert_eq!(p.observe_at(&nowhere(), 1532, None, 0).offset, 720);
 }
 
@@ -196,7 +198,7 @@ fn the_watchdogs_newer_capture_beats_the_electors_memory_and_another_kevy_or_an_
     // writes what it read to the shared file.
     let mut watchdog = StreamPosition::since(1_200);
     watchdog.identify(Some("process_id:7"));
-    watchdog.leaving_at(Some(&replica(3, 800, false)), 1_300);
+    watchdog.leaving_at(Some(&replica(3, 800, false)), None, 1_300);
     let file = watchdog
         .take_write()
         .expect("the watchdog writes its capture");
@@ -271,7 +273,7 @@ fn marked_capture(offset: u64, at: u64) -> FileHeld {
     let mut stopping = StreamPosition::since(at);
     stopping.identify(Some("process_id:1"));
     stopping.marks_confirmed(vec![MARK.to_string()]);
-    stopping.leaving_at(Some(&replica(3, offset, false)), at);
+    stopping.leaving_at(Some(&replica(3, offset, false)), Some(MARK), at);
     stopping
         .take_write()
         .expect("a joined runner's position is written")

@@ -608,12 +608,15 @@ impl KevyPolicy {
             }
             _ => Vec::new(),
         };
+        // At most our own mark: the one the position file's entry carries.
+        let confirmed = present.first().cloned();
         self.stream.marks_confirmed(present);
         self.stream.read_in_pipeline(
             read.server.as_deref(),
             read.replication.as_deref(),
             read.token.as_ref(),
             read.replication_after.as_deref(),
+            confirmed.as_deref(),
             clock.wall,
         );
         self.upstream_seen = to.filter(|t| (t.0.as_str(), t.1) != NOWHERE);
