@@ -1282,6 +1282,76 @@ fn every_elector_stopped_and_started_at_once_elects_again_with_every_acknowledge
     );
 }
 
+/// Every elector killed at once (SIGKILL, an OOM kill of the service's
+/// cgroup: no stop fence), silent long enough that each watchdog clamps
+/// its data node (§6.4.1), then started again. On kevy the replicas were
+/// detached by the watchdog, whose pipeline wrote each one's position to
+/// the shared file under the watchdog's own process mark: the restarted
+/// electors prove those positions by that mark (§6.10) and elect again,
+/// holding every acknowledged write.
+fn kill_every_elector_until_the_watchdogs_clamp(
+    sim: &mut Sim,
+    _: usize,
+    pick: &mut rand::rngs::StdRng,
+) {
+    kill_every_elector_and_wait_for_the_watchdogs(sim, pick);
+    let _ = sim.run_until(sim.now + pick.gen_range(20..2_000));
+    start_every_elector(sim);
+}
+
+/// Every elector crashed, and time enough for every watchdog to clamp
+/// (the lease, then a probe).
+fn kill_every_elector_and_wait_for_the_watchdogs(sim: &mut Sim, pick: &mut rand::rngs::StdRng) {
+    for i in 0..sim.nodes.len() {
+        sim.crash_elector(i);
+    }
+    let clamped = sim.timings.lease_ms() + 2 * sim.timings.hb_interval_ms;
+    let _ = sim.run_until(sim.now + clamped + pick.gen_range(0..500));
+}
+
+fn start_every_elector(sim: &mut Sim) {
+    for i in 0..sim.nodes.len() {
+        sim.restart(i);
+    }
+}
+
+/// [`kill_every_elector_until_the_watchdogs_clamp`], and meanwhile the old
+/// primary's data node restarts empty: only the replicas' positions, which
+/// their watchdogs captured, can prove that nothing acknowledged is lost.
+fn kill_every_elector_and_empty_the_primary(
+    sim: &mut Sim,
+    p: usize,
+    pick: &mut rand::rngs::StdRng,
+) {
+    kill_every_elector_and_wait_for_the_watchdogs(sim, pick);
+    sim.restart_data(p, true);
+    let _ = sim.run_until(sim.now + pick.gen_range(20..1_000));
+    start_every_elector(sim);
+}
+
+#[test]
+fn every_elector_killed_with_its_old_primary_emptied_elects_a_replica_the_watchdog_captured() {
+    let builds: [(&str, Build); 2] = [("redis", three_or_five), ("kevy", kevy_three_or_five)];
+    focused_seeds_pass_on_each(
+        "every_elector_killed_with_its_old_primary_emptied",
+        &builds,
+        calm_world,
+        kill_every_elector_and_empty_the_primary,
+    );
+}
+
+#[test]
+fn every_elector_killed_and_started_after_the_watchdogs_clamped_elects_again_with_every_acknowledged_write(
+) {
+    let builds: [(&str, Build); 2] = [("redis", three_or_five), ("kevy", kevy_three_or_five)];
+    focused_seeds_pass_on_each(
+        "every_elector_killed_and_started_after_the_watchdogs_clamped",
+        &builds,
+        calm_world,
+        kill_every_elector_until_the_watchdogs_clamp,
+    );
+}
+
 /// The control: kevy without process marks (the rules before them) waits
 /// for an operator when every elector restarts at once; the checks must
 /// say so, or the test above could not fail.

@@ -312,6 +312,7 @@ impl Sim {
             return;
         }
         let Some(since) = self.nodes[i].elector_silent_since else {
+            self.nodes[i].watchdog_clamped_in_silence = false;
             if !self.world.watchdog_knows_lease {
                 return;
             }
@@ -354,22 +355,10 @@ impl Sim {
                 joining,
             );
         }
-        let d = &mut self.nodes[i].data;
-        // kevy: the watchdog's policy quiesces a primary (it keeps its feed
-        // generation) and counts the clamp in the file the elector reads.
-        if let (true, true, Some(k)) = (d.up, d.is_master(), d.kevy.as_mut()) {
-            if !k.quiesced {
-                k.quiesced = true;
-                k.watchdog_clamps += 1;
-                self.trace(i, "WATCHDOG QUIESCE");
-            }
+        // kevy: the watchdog's own policy, as the real one runs it.
+        if self.nodes[i].data.kevy.is_some() {
+            self.kevy_watchdog_clamp(i);
             return;
-        }
-        if let Some(k) = d.kevy.as_mut() {
-            if d.up && d.applied != DataNodeTarget::Isolated {
-                k.watchdog_clamps += 1;
-                k.runner = None;
-            }
         }
         let d = &mut self.nodes[i].data;
         if d.up && d.applied != DataNodeTarget::Isolated {

@@ -669,20 +669,84 @@ impl Sim {
             let seed = (!self.kevy_without_marks)
                 .then(|| ((i as u128) << 64) | (1 << 63) | u128::from(self.nodes[i].incarnation));
             let mut stopping = policy(early, seed, self.clock(i));
-            let mut step = stopping.fence_blind();
-            while let KevyStep::Run(command) = step {
-                let outcome = self.kevy_serve(i, &command, self.now);
-                step = stopping.resume(outcome, self.kevy_clock(i));
-            }
-            if let Some(text) = stopping.take_position_write() {
-                self.kstate_mut(i).position_file = Some(text);
-            }
+            let first = stopping.fence_blind();
+            self.kevy_run_at_once(i, &mut stopping, first);
         } else if self.nodes[i].data.up {
             let d = &mut self.nodes[i].data;
             d.applied = DataNodeTarget::Isolated;
             d.link_up = false;
         }
         self.crash_elector(i);
+    }
+
+    /// The watchdog's clamp on kevy (§6.4.1), carried out by its own real
+    /// policy, synchronously (the watchdog is a process of its own, with
+    /// its own process marks): a primary is quiesced (it keeps its feed
+    /// generation), a replica detached by a `REPLICAOF` whose pipeline
+    /// writes the position it read to the shared file under the watchdog's
+    /// mark, as the real one does; a restarted elector may count it only
+    /// while that mark is still in the process. The clamp is counted once
+    /// per change, in the file the elector reads.
+    pub(super) fn kevy_watchdog_clamp(&mut self, i: usize) {
+        let d = &self.nodes[i].data;
+        let Some(k) = d.kevy.as_ref() else { return };
+        if !d.up {
+            return;
+        }
+        let changes = if d.is_master() {
+            !k.quiesced
+        } else {
+            d.applied != DataNodeTarget::Isolated
+        };
+        if changes && !d.is_master() {
+            self.kevy_role_changing(i, false);
+        }
+        let process = self.nodes[i].data.process_id;
+        let clock = self.kevy_clock(i);
+        let (mut watchdog, spoke_to) = self.nodes[i].kevy_watchdog.take().unwrap_or_else(|| {
+            // Its own seed, apart from every elector incarnation's (bit 62)
+            // and the stop's fence (bit 63); drawn from nothing random.
+            let seed = (!self.kevy_without_marks).then_some(((i as u128) << 64) | (1 << 62));
+            (
+                policy(self.kevy_report_before_naming, seed, clock.wall),
+                process,
+            )
+        });
+        if spoke_to != process {
+            watchdog.new_incarnation(clock);
+        }
+        if !self.nodes[i].watchdog_clamped_in_silence {
+            watchdog.watchdog_silence_began();
+        }
+        let first = watchdog.watchdog_clamp();
+        let step = self.kevy_run_at_once(i, &mut watchdog, first);
+        self.nodes[i].kevy_watchdog = Some((watchdog, process));
+        self.nodes[i].watchdog_clamped_in_silence = true;
+        if changes {
+            self.kstate_mut(i).watchdog_clamps += 1;
+            let what = if self.nodes[i].data.is_master() {
+                "WATCHDOG QUIESCE"
+            } else {
+                "WATCHDOG CLAMP"
+            };
+            self.trace(i, &format!("{what} ({step:?})"));
+        }
+    }
+
+    /// Runs an operation of a policy outside the elector's adapter (the
+    /// stop's fence, the watchdog) to its end against node `i`'s kevy, with
+    /// no delay, and writes the position its pipeline read to the shared
+    /// file, as the real executor does.
+    fn kevy_run_at_once(&mut self, i: usize, policy: &mut KevyPolicy, first: KevyStep) -> KevyStep {
+        let mut step = first;
+        while let KevyStep::Run(command) = step {
+            let outcome = self.kevy_serve(i, &command, self.now);
+            step = policy.resume(outcome, self.kevy_clock(i));
+        }
+        if let Some(text) = policy.take_position_write() {
+            self.kstate_mut(i).position_file = Some(text);
+        }
+        step
     }
 
     /// A kevy replica loading a full resync's snapshot (issue 35): reads

@@ -161,6 +161,13 @@ pub struct SimNode {
     /// driver command its operation in progress carries out.
     pub kevy_policy: Option<elector::datanode::kevy_policy::KevyPolicy>,
     pub kevy_op: Option<kevy::KevyOp>,
+    /// kevy: the watchdog's own policy (another process beside the data
+    /// node, alive across the elector's restarts, §6.4.1) and the kevy
+    /// process it last spoke to.
+    pub kevy_watchdog: Option<(elector::datanode::kevy_policy::KevyPolicy, u64)>,
+    /// The watchdog has clamped in the elector's current silence (the real
+    /// one tells its policy when a silence begins).
+    pub watchdog_clamped_in_silence: bool,
     /// The target of the adapter's round in progress (seq, generation).
     pub round: Option<(u64, u64, DataNodeTarget)>,
     /// A newer target arrived while a round was running: the adapter
@@ -353,6 +360,8 @@ impl Sim {
                 tether: None,
                 kevy_policy: None,
                 kevy_op: None,
+                kevy_watchdog: None,
+                watchdog_clamped_in_silence: false,
                 round: None,
                 target_changed: false,
                 tampered_at: None,
