@@ -594,23 +594,24 @@ impl KevyPolicy {
         let read = read?;
         // Our mark, asked in the same pipeline: the position it read is
         // then this very process's (`kevy_mark`).
+        // The pipeline asks about our own mark only: at most that one is
+        // confirmed, and it is the one the position file's entry carries.
         let own = self.own_mark();
-        let present = match (&mut self.marks, own, &read.mark_loaded) {
+        let confirmed = match (&mut self.marks, own, &read.mark_loaded) {
             // Loaded on this connection: in this very process.
             (Some(marks), _, Some(sha)) => {
                 marks.loaded(sha);
-                marks.own().map(str::to_string).into_iter().collect()
+                marks.own().map(str::to_string)
             }
             (Some(marks), Some(own), None) => {
                 let asked = [own];
                 let answer = read.mark_present.map(|p| vec![p]);
-                marks.answered(&asked, answer.as_deref())
+                marks.answered(&asked, answer.as_deref()).into_iter().next()
             }
-            _ => Vec::new(),
+            _ => None,
         };
-        // At most our own mark: the one the position file's entry carries.
-        let confirmed = present.first().cloned();
-        self.stream.marks_confirmed(present);
+        self.stream
+            .marks_confirmed(confirmed.iter().cloned().collect());
         self.stream.read_in_pipeline(
             read.server.as_deref(),
             read.replication.as_deref(),
