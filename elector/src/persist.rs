@@ -104,8 +104,8 @@ impl StateFile {
                     found,
                 }),
                 Some(found) => {
-                    tracing::warn!(%found, "state.json missing; starting fresh because of --reset-state");
-                    Ok(PersistedState::default())
+                    tracing::warn!(%found, "state.json missing; starting fresh because of --reset-state: this node neither stands nor votes until its data node follows a primary (protocol §5.2)");
+                    Ok(PersistedState::after_state_loss())
                 }
                 None => Ok(PersistedState::default()),
             },
@@ -240,6 +240,7 @@ mod tests {
             joining: 5,
             joining_primary: Some("n3".into()),
             led: Some(3),
+            floor_unknown: true,
         };
         file.store(&state).unwrap();
         assert_eq!(
@@ -249,6 +250,24 @@ mod tests {
             state
         );
         assert!(!dir.path().join("nested/state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_lost_state_reset_by_the_operator_starts_with_its_floor_and_led_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("boot_id"), b"1700000000000").unwrap();
+        let reset = StateFile::new(dir.path()).load(true).unwrap();
+        assert!(reset.floor_unknown, "{reset:?}");
+        assert_eq!(reset.led, None, "it may have led any epoch");
+        assert_eq!((reset.epoch, reset.voted_epoch, reset.floor), (0, 0, None));
+        // A directory never used is a fresh node: nothing to have lost.
+        let fresh = tempfile::tempdir().unwrap();
+        assert!(
+            !StateFile::new(fresh.path())
+                .load(true)
+                .unwrap()
+                .floor_unknown
+        );
     }
 
     #[test]
@@ -270,7 +289,7 @@ mod tests {
             Err(PersistError::Lost { found, .. }) => assert_eq!(found, "boot_id"),
             other => panic!("expected Lost, got {other:?}"),
         }
-        assert_eq!(file.load(true).unwrap(), PersistedState::default());
+        assert_eq!(file.load(true).unwrap(), PersistedState::after_state_loss());
     }
 
     #[test]

@@ -50,6 +50,10 @@ pub enum Unproven {
     /// re-synced by itself from another process. Its offset counts in that
     /// other stream, not in the data epoch's.
     LeftStream,
+    /// The elector's state was lost and reset (`--reset-state`): what its
+    /// data node may have acknowledged is unknown until it joins a
+    /// primary's stream (§5.2).
+    StateReset,
 }
 
 impl Proof {
@@ -59,6 +63,7 @@ impl Proof {
             Proof::Unproven(Unproven::ElectorStarted) => "unproven_after_elector_start",
             Proof::Unproven(Unproven::DataNodeRestarted) => "unproven_after_data_node_restart",
             Proof::Unproven(Unproven::LeftStream) => "unproven_left_its_stream",
+            Proof::Unproven(Unproven::StateReset) => "unproven_after_state_reset",
         }
     }
 }
@@ -74,7 +79,9 @@ impl Core {
     /// Proof state at start-up: a node with nothing durable has nothing to
     /// prove; one with a record must read its data node in that stream first.
     pub(super) fn initial_proof(&self) -> Proof {
-        if self.must_hold().is_none() && self.state.stream.is_none() {
+        if self.state.floor_unknown {
+            Proof::Unproven(Unproven::StateReset)
+        } else if self.must_hold().is_none() && self.state.stream.is_none() {
             Proof::Proven
         } else {
             Proof::Unproven(Unproven::ElectorStarted)
@@ -210,6 +217,16 @@ impl Core {
                 self.state.stream = Some(record);
                 self.outbox.persist();
             }
+        }
+        if self.state.floor_unknown {
+            // Its data node now holds this stream's content: what it held
+            // before the state was lost no longer counts (§5.2).
+            tracing::info!(
+                epoch,
+                "data node joined a stream after the state reset: standing and voting again"
+            );
+            self.state.floor_unknown = false;
+            self.outbox.persist();
         }
         if self.data.proof != Proof::Proven {
             tracing::info!(epoch, "data node joined a stream: position proven");

@@ -137,6 +137,10 @@ impl Core {
             now,
             cfg,
         };
+        if core.cfg.i_am_witness() {
+            // A witness has no data node, so no floor to have lost.
+            core.state.floor_unknown = false;
+        }
         core.data.proof = core.initial_proof();
         core.data.inherited_join = core.unclaimed_join().is_some();
         core.data.below_floor_reported = core.below_floor();

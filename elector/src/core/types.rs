@@ -78,6 +78,13 @@ pub struct PersistedState {
     /// (such a node may have led anything: it offers no `led`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) led: Option<u64>,
+    /// This state replaced one that was lost (`elector run --reset-state`,
+    /// §5.2): the floor, the stream record and `led` it held are gone, while
+    /// the data node may still hold writes it acknowledged. Until the data
+    /// node joins a primary's stream again (a claim), the node neither
+    /// stands nor votes, except for an operator's forced candidacy (§6.10).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub(crate) floor_unknown: bool,
 }
 
 /// A fresh state (no file yet): a node that never led anything says so,
@@ -97,6 +104,7 @@ impl Default for PersistedState {
             joining: 0,
             joining_primary: None,
             led: Some(0),
+            floor_unknown: false,
         }
     }
 }
@@ -105,7 +113,25 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 impl PersistedState {
+    /// The state an operator starts from after the old one was lost
+    /// (`--reset-state`, §5.2): no votes, no floor, and for what it did
+    /// before, the most it may have done: `led` unknown (it may have led any
+    /// epoch: a voter's unclaimed join must not be freed by its word) and its
+    /// floor unknown (it sits out elections until its data node joins a
+    /// primary's stream).
+    pub fn after_state_loss() -> PersistedState {
+        PersistedState {
+            led: None,
+            floor_unknown: true,
+            ..PersistedState::default()
+        }
+    }
+
     /// The epoch whose stream this node last set out to join (§6.10); the
     /// watchdog tags its floor hints with it.
     pub fn joining(&self) -> u64 {

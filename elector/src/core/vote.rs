@@ -145,6 +145,10 @@ impl Core {
             Ok(())
         } else if self.cfg.i_am_witness() {
             self.witness_judges(position)
+        } else if self.state.floor_unknown {
+            // Its state was reset (§5.2): what its data node acknowledged
+            // before is unknown, so no candidate can be shown to hold it.
+            Err(RejectReason::OwnOffsetUnknown)
         } else if self.data.obs.offset.is_none() || !self.data_settled_after_sync() {
             Err(RejectReason::OwnOffsetUnknown)
         } else {

@@ -487,6 +487,12 @@ impl Cluster {
     /// Starts node `i`'s elector alone (its data node untouched), from the
     /// `elector.yaml` in its directory as it is now; its log starts afresh.
     pub fn start_elector(&mut self, i: usize) {
+        self.start_elector_with(i, &[]);
+    }
+
+    /// [`Cluster::start_elector`] with more arguments to `elector run`
+    /// (`--reset-state`).
+    pub fn start_elector_with(&mut self, i: usize, args: &[&str]) {
         let node = &mut self.nodes[i];
         let log = std::fs::File::create(node.dir.join(format!("elector-{}.log", node.id))).unwrap();
         let bin = node.elector_bin.clone();
@@ -505,6 +511,7 @@ impl Cluster {
             .arg("run")
             .arg("--config")
             .arg(node.dir.join("elector.yaml"))
+            .args(args)
             .env("ELECTOR_LOG", elector_log_filter())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

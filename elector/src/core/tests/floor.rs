@@ -5,13 +5,13 @@
 use super::*;
 use crate::protocol::{Heartbeat, RejectReason};
 
-fn stream(id: &str) -> Option<StreamId> {
+pub(super) fn stream(id: &str) -> Option<StreamId> {
     Some(StreamId(id.into()))
 }
 
 /// A reading of the data node in `stream` at `offset`, settled in target
 /// `applied_seq`, for data-node process `generation`.
-fn reading(
+pub(super) fn reading(
     offset: u64,
     applied_seq: u64,
     link_up: bool,
@@ -30,7 +30,7 @@ fn reading(
     })
 }
 
-fn primary_says(from: &str, epoch: u64, offset: u64, stamp: u64) -> Event {
+pub(super) fn primary_says(from: &str, epoch: u64, offset: u64, stamp: u64) -> Event {
     Event::Message {
         from: from.into(),
         msg: Message::Hb(Heartbeat {
@@ -231,11 +231,11 @@ fn joining_a_primary_again_proves_the_position_and_raises_the_floor() {
     assert_eq!(n.core.floor(), Some(Floor::new(1, 900)));
 }
 
-fn offer_at(epoch: u64, candidate: &str, data_epoch: u64, offset: u64) -> Event {
+pub(super) fn offer_at(epoch: u64, candidate: &str, data_epoch: u64, offset: u64) -> Event {
     offer_led(epoch, candidate, (data_epoch, offset), None)
 }
 
-fn reject_reason(step: &Step) -> Option<RejectReason> {
+pub(super) fn reject_reason(step: &Step) -> Option<RejectReason> {
     step.sends().iter().find_map(|(_, m)| match m {
         Message::Reject { reason, .. } => Some(*reason),
         _ => None,
