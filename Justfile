@@ -129,6 +129,10 @@ conformance-chaos-short:
 conformance-parts:
     cargo run -p conformance --release -- run --tag parts --backend both
 
+# every elector restarted at once with the data nodes running (clean stop; SIGKILL with the watchdogs clamping; and with the old primary's data node emptied meanwhile): ELECTOR_RESTART_SEEDS seeds (default 5), both backends
+conformance-elector-restart:
+    cargo run -p conformance --release -- run --tag elector-restart --seeds "${ELECTOR_RESTART_SEEDS:-5}" --backend both
+
 # issue 34 (c): the only holder of acknowledged writes out of reach (crashed or cut off) while a replica's data node comes back empty or from older files; no election below the floor, 0 lost; FLOOR_SEEDS seeds (default 5), both backends (about 15 minutes)
 conformance-floor:
     cargo run -p conformance --release -- run --tag floor --seeds "${FLOOR_SEEDS:-5}" --backend both

@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `kill` | `docker kill -s KILL`: the whole node (data node + elector) dies at once, like a host crash. The container stays stopped until `restart`. |
 //! | `kill_elector` | SIGKILL to the elector's main process only (`pkill -9 -f '^/usr/local/bin/elector(-faulty)? run'`), not the watchdog beside it (the same binary, `elector watchdog`). The image's entrypoint exits when the elector dies, so the data node is stopped right after: an elector crash that also takes the node down. The runner marks the node down; `restart` brings it back with the persisted elector state. |
+//! | `restart_elector` | the elector alone SIGTERMed (or SIGKILLed, `kill: true`) after the runner wrote `/tmp/elector-restart-gap-ms`; the entrypoint, finding that request when the elector exits, starts it again after the gap instead of stopping the node, the data node and the watchdog left running (a host supervisor restarting the elector's unit alone). |
 //! | `kill_data` | `pkill -9 -x kevy` / `redis-server`: the data node dies first; the elector sees it go away before the entrypoint stops the container. |
 //! | `restart` | a stopped node is started; a running node is stopped (SIGTERM, 5 s grace) and started. |
 //! | `pause` / `unpause` | `docker pause` freezes every process (cgroup freezer), like a long GC or VM stall; sockets stay open. |

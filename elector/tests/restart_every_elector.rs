@@ -16,35 +16,70 @@
 //! loaded into: the second pair of tests restarts the old primary's data
 //! node empty while every elector is down, and the cluster must still elect
 //! a node holding every acknowledged write.
+//!
+//! The same four tests run with the electors SIGKILLed instead, a watchdog
+//! beside each (`Stop::KilledWithWatchdogs`): no stop fence runs, so what a
+//! restarted kevy elector can prove is only what its watchdog's clamp wrote
+//! under the watchdog's own mark. The simulator draws the same two schedules
+//! (`tests/simulation.rs`, `every_elector_killed_*`).
 
 mod support;
 
 use std::time::{Duration, Instant};
-use support::{Backend, Cluster};
+use support::{wait_until, Backend, Cluster};
 
 /// How long the cluster gets to elect again after the restart.
 const ELECT_AGAIN_WITHIN: Duration = Duration::from_secs(15);
 
-fn every_elector_restarted_at_once_elects_again_with_every_acknowledged_write(backend: Backend) {
-    restart_every_elector(backend, false);
+/// How the electors go down.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// SIGTERM: each fences its data node on the way out and (kevy) writes
+    /// the position it fenced at, under its process mark.
+    Clean,
+    /// SIGKILL with a watchdog beside every elector: nothing runs on the way
+    /// out; each watchdog finds its elector silent past the lease, clamps
+    /// the data node, and (kevy) its own `REPLICAOF` pipeline writes the
+    /// position under the watchdog's mark (protocol §6.4.1, §9.1).
+    KilledWithWatchdogs,
 }
 
-/// Every elector stopped (each fences its data node on the way out); with
-/// `empty_old_primary`, the old primary's data node is then restarted with
-/// an emptied data directory before the electors start again: whatever its
-/// elector held for it describes another process. The cluster must elect a
-/// node that holds every acknowledged write.
-fn restart_every_elector(backend: Backend, empty_old_primary: bool) {
+/// How long the watchdogs get to clamp after every elector was killed
+/// (a lease of about 330 ms here, and a probe).
+const WATCHDOGS_CLAMP_WITHIN: Duration = Duration::from_secs(10);
+
+fn every_elector_restarted_at_once_elects_again_with_every_acknowledged_write(backend: Backend) {
+    restart_every_elector(backend, Stop::Clean, false);
+}
+
+/// Every elector stopped (`how`); with `empty_old_primary`, the old
+/// primary's data node is then restarted with an emptied data directory
+/// before the electors start again: whatever its elector (or watchdog) held
+/// for it describes another process. The cluster must elect a node that
+/// holds every acknowledged write.
+fn restart_every_elector(backend: Backend, how: Stop, empty_old_primary: bool) {
     let mut c = Cluster::start(backend, 3);
+    if matches!(how, Stop::KilledWithWatchdogs) {
+        for i in 0..3 {
+            c.start_watchdog(i);
+        }
+    }
     let p = c.wait_primary(Duration::from_secs(20));
     c.wait_replica_links(p);
     let keys = c.acked_keys(p, "before-restart", 20);
+    let signal = match how {
+        Stop::Clean => "TERM",
+        Stop::KilledWithWatchdogs => "KILL",
+    };
     for i in 0..3 {
-        c.signal_elector(i, "TERM");
+        c.signal_elector(i, signal);
     }
     for i in 0..3 {
         c.wait_elector_exit(i, Duration::from_secs(10));
         c.keep_elector_log(i);
+    }
+    if matches!(how, Stop::KilledWithWatchdogs) {
+        wait_every_watchdog_clamped(&c);
     }
     if empty_old_primary {
         c.kill_data(p);
@@ -81,6 +116,22 @@ fn restart_every_elector(backend: Backend, empty_old_primary: bool) {
     );
 }
 
+/// Waits until every node's watchdog counted a clamp
+/// (`<data_dir>/watchdog-clamps`, counted after the clamp itself).
+fn wait_every_watchdog_clamped(c: &Cluster) {
+    let clamps = |i: usize| {
+        std::fs::read_to_string(c.nodes[i].dir.join("elector").join("watchdog-clamps"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    wait_until(
+        WATCHDOGS_CLAMP_WITHIN,
+        || (0..3).all(|i| clamps(i) >= 1),
+        "every watchdog to clamp its data node after its elector was killed",
+    );
+}
+
 #[test]
 fn every_redis_elector_restarted_at_once_elects_again_with_every_acknowledged_write() {
     every_elector_restarted_at_once_elects_again_with_every_acknowledged_write(Backend::Redis);
@@ -94,11 +145,35 @@ fn every_kevy_elector_restarted_at_once_elects_again_with_every_acknowledged_wri
 #[test]
 fn every_redis_elector_restarted_with_the_old_primarys_data_node_emptied_meanwhile_elects_a_holder_of_every_acknowledged_write(
 ) {
-    restart_every_elector(Backend::Redis, true);
+    restart_every_elector(Backend::Redis, Stop::Clean, true);
 }
 
 #[test]
 fn every_kevy_elector_restarted_with_the_old_primarys_data_node_emptied_meanwhile_elects_a_holder_of_every_acknowledged_write(
 ) {
-    restart_every_elector(Backend::Kevy, true);
+    restart_every_elector(Backend::Kevy, Stop::Clean, true);
+}
+
+#[test]
+fn every_redis_elector_killed_until_the_watchdogs_clamped_then_started_elects_again_with_every_acknowledged_write(
+) {
+    restart_every_elector(Backend::Redis, Stop::KilledWithWatchdogs, false);
+}
+
+#[test]
+fn every_kevy_elector_killed_until_the_watchdogs_clamped_then_started_elects_again_with_every_acknowledged_write(
+) {
+    restart_every_elector(Backend::Kevy, Stop::KilledWithWatchdogs, false);
+}
+
+#[test]
+fn every_redis_elector_killed_with_the_old_primarys_data_node_emptied_meanwhile_elects_a_replica_its_watchdog_clamped(
+) {
+    restart_every_elector(Backend::Redis, Stop::KilledWithWatchdogs, true);
+}
+
+#[test]
+fn every_kevy_elector_killed_with_the_old_primarys_data_node_emptied_meanwhile_elects_a_replica_its_watchdog_clamped(
+) {
+    restart_every_elector(Backend::Kevy, Stop::KilledWithWatchdogs, true);
 }

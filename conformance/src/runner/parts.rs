@@ -13,7 +13,7 @@ use super::comeback::Thaw;
 use super::control::Run;
 use crate::error::Result;
 use crate::probe;
-use crate::scenario::{PauseSpec, RestartDataSpec, SwitchoverSpec, Targets};
+use crate::scenario::{PauseSpec, RestartDataSpec, RestartElectorSpec, SwitchoverSpec, Targets};
 
 /// The elector's main process (the shipped binary or the deliberately broken
 /// one), and only it: the watchdog is the same binary (`elector watchdog`),
@@ -54,6 +54,22 @@ const LIFT_FENCE: &str = "p=$(cat /etc/elector/data-port); \
 /// The gap the entrypoint waits before its next data-node restart, when a
 /// step gives one (read once and removed by `docker/entrypoint.sh`).
 const GAP_FILE: &str = "/tmp/data-restart-gap-ms";
+
+/// The gap before the entrypoint starts an elector that exited again, its
+/// data node left running; without this file an elector that exits takes the
+/// node down (read once and removed by `docker/entrypoint.sh`).
+const ELECTOR_RESTART_FILE: &str = "/tmp/elector-restart-gap-ms";
+
+/// `restart_elector`: the request first, so the entrypoint sees it when the
+/// elector exits, then the signal.
+fn elector_restart_script(r: &RestartElectorSpec) -> String {
+    let sig = if r.kill { "9" } else { "TERM" };
+    format!(
+        "echo {} > {ELECTOR_RESTART_FILE}; {}",
+        r.gap_ms,
+        signal_elector(sig)
+    )
+}
 
 /// Where `copy_data` keeps a node's data directory (`<dir>-kevy`,
 /// `<dir>-redis`), outside the data root the wipe clears.
@@ -238,6 +254,56 @@ impl Run<'_> {
         Ok(format!("{} {notes}", targets.join(",")))
     }
 
+    /// Returns once every target's elector has gone (a clean stop fences
+    /// first), so that later steps play while they are down (a data node
+    /// emptied meanwhile); the supervisor starts each one `gap_ms` after it
+    /// exited, which is when the fault ends. Whether they came back and
+    /// elected is for the next `wait_primary` to show.
+    pub(super) async fn restart_elector(
+        &mut self,
+        r: &RestartElectorSpec,
+        label: String,
+    ) -> Result<String> {
+        let kind = if r.kill {
+            FaultKind::KillElector
+        } else {
+            FaultKind::StopElector
+        };
+        let (idx, targets, out) = self
+            .script_fault(kind, label, &r.on, &elector_restart_script(r), true)
+            .await?;
+        let gone_by = tokio::time::Instant::now() + Duration::from_secs(15);
+        let mut still_up = vec![];
+        for n in &targets {
+            while self.elector_answers(n).await {
+                if tokio::time::Instant::now() >= gone_by {
+                    still_up.push(n.clone());
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        self.faults[idx].end_ms = Some(self.now() + r.gap_ms);
+        self.open.retain(|(i, _)| *i != idx);
+        if still_up.is_empty() {
+            Ok(format!(
+                "{out}; every elector gone, back in {} ms",
+                r.gap_ms
+            ))
+        } else {
+            Ok(format!("{out}; still answering after 15 s: {still_up:?}"))
+        }
+    }
+
+    async fn elector_answers(&self, n: &str) -> bool {
+        let Ok(node) = self.cluster.node(n) else {
+            return false;
+        };
+        probe::get_status(&node.api_addr(), Duration::from_millis(500))
+            .await
+            .is_some()
+    }
+
     pub(super) async fn restart_data(
         &mut self,
         r: &RestartDataSpec,
@@ -399,6 +465,7 @@ mod tests {
         let script = script
             .replace(OLDER_DATA, &format!("{r}/older"))
             .replace(GAP_FILE, &format!("{r}/gap"))
+            .replace(ELECTOR_RESTART_FILE, &format!("{r}/elector-restart"))
             .replace("/data/", &format!("{r}/data/"))
             .replace("/data ", &format!("{r}/data "))
             .replace("pkill", "echo pkill");
@@ -467,6 +534,28 @@ mod tests {
             root.path().join("data/kevy").is_dir(),
             "the directory stays"
         );
+    }
+
+    #[test]
+    fn an_elector_restart_asks_the_entrypoint_for_it_before_it_signals_the_elector() {
+        let dir = std::env::temp_dir().join(format!("restart-elector-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let root = Scratch(dir);
+        let file = root.path().join("elector-restart");
+        for (kill, sig) in [(false, "TERM"), (true, "9")] {
+            let r = RestartElectorSpec {
+                on: Targets::One("all".into()),
+                kill,
+                gap_ms: 5000,
+            };
+            let script = elector_restart_script(&r);
+            let request = script.find(ELECTOR_RESTART_FILE).expect("request");
+            let signal = script.find(&signal_elector(sig)).expect("signal");
+            assert!(request < signal, "{script}");
+            run_in(root.path(), &script);
+            assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "5000");
+        }
     }
 
     #[test]

@@ -455,6 +455,7 @@ impl Run<'_> {
             Step::StallData(p) => self.timed_part_fault(FaultKind::StallData, label, p).await,
             Step::CopyData(t) => self.copy_data(t).await,
             Step::StopElector(t) => self.stop_elector(t).await,
+            Step::RestartElector(r) => self.restart_elector(r, label).await,
             Step::Readdress(p) => self.readdress(p).await,
             Step::RestartData(r) => self.restart_data(r, label).await,
             Step::LiftFence(t) => self.lift_fence(t, label).await,

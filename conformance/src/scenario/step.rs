@@ -225,6 +225,13 @@ pub enum Step {
     /// SIGTERM of the elector alone: a clean stop fences the data node, then
     /// the entrypoint stops the node (`restart` brings it back).
     StopElector(Targets),
+    /// The elector alone stopped (SIGTERM, or SIGKILL with `kill: true`) and
+    /// started again by its supervisor after `gap_ms`, the data node and the
+    /// watchdog left running: `systemctl restart elector` on a host, an
+    /// upgrade, a timing change (protocol §3.7), or a crash the unit's
+    /// `Restart=` brings back. On `all` at once, every elector restarts with
+    /// the data nodes running (issue 34; `elector/tests/restart_every_elector.rs`).
+    RestartElector(RestartElectorSpec),
     /// The data node SIGKILLed under its running elector and started again
     /// by the supervisor (needs `env: { DATA_NODE_RESTART: "1" }`), with its
     /// files, wiped, or from the copy `copy_data` kept (older than what it
@@ -275,6 +282,19 @@ pub struct RestartDataSpec {
     /// `DATA_NODE_RESTART_GAP_MS` for this restart only (0: at once).
     #[serde(default)]
     pub gap_ms: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartElectorSpec {
+    pub on: Targets,
+    /// SIGKILL instead of SIGTERM: no stop fence runs, so the data node is
+    /// left as it was until the watchdog finds the elector silent.
+    #[serde(default)]
+    pub kill: bool,
+    /// How long the elector stays down before the supervisor starts it again.
+    #[serde(default)]
+    pub gap_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -338,6 +358,12 @@ impl Step {
             Step::ClearNetem => "clear_netem".into(),
             Step::FreezeElector(p) => pause_label("freeze_elector", p),
             Step::StopElector(t) => format!("stop_elector {}", t.tokens().join(",")),
+            Step::RestartElector(r) => format!(
+                "restart_elector {} ({}, back after {} ms)",
+                r.on.tokens().join(","),
+                if r.kill { "SIGKILL" } else { "SIGTERM" },
+                r.gap_ms
+            ),
             Step::RestartData(r) => format!(
                 "restart_data {}{}{}",
                 r.on.tokens().join(","),
@@ -371,6 +397,8 @@ impl Step {
             Step::KillElector(_) => FaultKind::KillElector,
             Step::FreezeElector(_) => FaultKind::FreezeElector,
             Step::StopElector(_) => FaultKind::StopElector,
+            Step::RestartElector(r) if r.kill => FaultKind::KillElector,
+            Step::RestartElector(_) => FaultKind::StopElector,
             Step::KillData(_) => FaultKind::KillData,
             Step::RestartData(_) => FaultKind::RestartData,
             Step::StallData(_) => FaultKind::StallData,
@@ -406,6 +434,7 @@ impl Step {
             | Step::ReadOnlyState(p)
             | Step::Readdress(p) => p.targets.tokens(),
             Step::RestartData(r) => r.on.tokens(),
+            Step::RestartElector(r) => r.on.tokens(),
             Step::Switchover(s) => vec![s.to.clone()],
             Step::Exec(e) => e.on.tokens(),
             Step::Split(s) => s.iter().flat_map(|t| t.tokens()).collect(),

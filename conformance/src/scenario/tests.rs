@@ -84,6 +84,32 @@ fn every_fault_of_the_shared_vocabulary_is_a_step_of_the_same_name() {
 }
 
 #[test]
+fn an_elector_restart_is_recorded_as_the_stop_or_the_kill_it_begins_with() {
+    for (text, kind, label) in [
+        (
+            "restart_elector: { on: all, gap_ms: 1000 }",
+            FaultKind::StopElector,
+            "restart_elector all (SIGTERM, back after 1000 ms)",
+        ),
+        (
+            "restart_elector: { on: all, kill: true, gap_ms: 5000 }",
+            FaultKind::KillElector,
+            "restart_elector all (SIGKILL, back after 5000 ms)",
+        ),
+    ] {
+        let yaml = format!("name: x\nnodes: 3\nsteps:\n  - {text}\n");
+        let s = Scenario::parse("f", &yaml).unwrap_or_else(|e| panic!("{text}: {e}"));
+        assert_eq!(s.steps[0].fault_kind(), Some(kind), "{text}");
+        assert_eq!(s.steps[0].label(), label);
+    }
+    let typo = "name: x\nnodes: 3\nsteps:\n  - restart_elector: { on: all, gap: 1 }\n";
+    assert!(
+        Scenario::parse("f", typo).is_err(),
+        "unknown fields are refused"
+    );
+}
+
+#[test]
 fn only_a_scenario_with_the_supervisor_says_its_data_nodes_restart_in_place() {
     // `kill_data` waits for the container to stop only without it: the
     // chaos schedules (which set it) ran 10 s late at every `kill_data`.

@@ -254,6 +254,7 @@ pub fn elector_only(step: &Step) -> Option<&'static str> {
         Step::FreezeElector(_) | Step::StopElector(_) | Step::Thaw(_) => {
             Some("there is no elector process to signal")
         }
+        Step::RestartElector(_) => Some("there is no elector process to restart"),
         Step::ReadOnlyState(_) => Some("there is no elector state directory"),
         Step::Switchover(_) => Some("uses the elector's POST /switchover"),
         Step::LiftFence(_) => Some("lifts the fence the elector sets on its data node"),
