@@ -62,7 +62,8 @@ pub struct DataNodeStatus {
     pub link_up: Option<bool>,
     /// Whether the reading describes the data node's content (protocol
     /// §6.10): `proven`, `unproven_after_elector_start`,
-    /// `unproven_after_data_node_restart`, `unproven_left_its_stream`.
+    /// `unproven_after_data_node_restart`, `unproven_left_its_stream`,
+    /// `unproven_after_state_reset` (§5.2).
     /// Absent on a witness and from older nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub proof: Option<String>,
