@@ -1376,3 +1376,84 @@ fn without_process_marks_every_kevy_elector_restarted_at_once_is_caught_by_the_l
     );
     eprintln!("seed {seed}: {e}");
 }
+
+/// Issue 34 (f), protocol §5.2: the replica that acknowledged the latest
+/// writes (the other one's data node stalled meanwhile) loses its elector
+/// with its state file just as the primary's host crashes; once the others
+/// no longer name that primary, the operator starts it with
+/// `--reset-state`. Its data node still holds those writes, its floor is
+/// gone: it must sit out, so nothing is elected without them until the old
+/// primary is back (or, where that cannot prove its position, the operator
+/// accepts a loss on a holder). Reset while a peer still named the old
+/// primary, a fresh state would set out to follow it and its unclaimed
+/// join would guard the writes; the model's first draft did that, and
+/// showed nothing.
+fn reset_the_acknowledging_replica_while_the_primary_is_down(
+    sim: &mut Sim,
+    p: usize,
+    pick: &mut rand::rngs::StdRng,
+) {
+    let replicas: Vec<usize> = (0..sim.data_members()).filter(|&i| i != p).collect();
+    let lagging = replicas[pick.gen_range(0..replicas.len())];
+    let holder = replicas
+        .iter()
+        .copied()
+        .find(|&i| i != lagging)
+        .expect("3 nodes");
+    sim.stall_data(lagging, pick.gen_range(2_500..4_000));
+    let _ = sim.run_until(sim.now + pick.gen_range(600..1_200));
+    sim.crash(p, true);
+    sim.crash_elector(holder);
+    let forgotten = sim.timings.down_after_ms + pick.gen_range(500..2_000);
+    let _ = sim.run_until(sim.now + forgotten);
+    sim.lose_state_and_reset(holder);
+    let _ = sim.run_until(sim.now + pick.gen_range(3_000..6_000));
+    sim.restart(p);
+    let _ = sim.run_until(sim.now + 4_000);
+    sim.play_the_operator();
+}
+
+fn three_nodes(seed: u64, world: World, _: &mut rand::rngs::StdRng) -> Sim {
+    Sim::new(seed, 3, world, Faults::default())
+}
+
+fn kevy_three_nodes(seed: u64, world: World, _: &mut rand::rngs::StdRng) -> Sim {
+    Sim::kevy(seed, 3, 0, world, Faults::default())
+}
+
+#[test]
+fn a_replica_reset_while_the_primary_is_down_helps_elect_nobody_without_what_it_acknowledged() {
+    let builds: [(&str, Build); 2] = [("redis", three_nodes), ("kevy", kevy_three_nodes)];
+    focused_seeds_pass_on_each(
+        "a_replica_reset_while_the_primary_is_down",
+        &builds,
+        calm_world,
+        reset_the_acknowledging_replica_while_the_primary_is_down,
+    );
+}
+
+/// The control: a reset that starts from a fresh state (the rule before
+/// `PersistedState::after_state_loss`) votes `(0, 0)`, for the lagging
+/// replica; the checks must find the acknowledged writes lost, or the test
+/// above could not fail.
+#[test]
+fn a_replica_reset_as_a_fresh_node_is_caught_losing_acknowledged_writes() {
+    fn fresh(seed: u64, world: World, pick: &mut rand::rngs::StdRng) -> Sim {
+        let mut sim = three_nodes(seed, world, pick);
+        sim.reset_as_fresh = true;
+        sim
+    }
+    let found = (0..100).find_map(|seed| {
+        run_focused_in(
+            seed,
+            calm_world(seed),
+            fresh,
+            reset_the_acknowledging_replica_while_the_primary_is_down,
+        )
+        .err()
+        .map(|f| (seed, f.1))
+        .filter(|(_, e)| e.contains("without acknowledged write"))
+    });
+    let (seed, e) = found.expect("no seed showed a reset as a fresh node losing a write");
+    eprintln!("seed {seed}: {e}");
+}

@@ -3,7 +3,7 @@
 //! the watchdog's answer to a silent elector.
 
 use super::{Millis, Sim, Timings};
-use elector::core::{DataNodeTarget, Event, Preempt};
+use elector::core::{DataNodeTarget, Event, PersistedState, Preempt};
 use elector::protocol::Role;
 
 impl Sim {
@@ -110,6 +110,23 @@ impl Sim {
         self.nodes[i].driver = None;
         self.nodes[i].incarnation += 1;
         self.nodes[i].elector_silent_since.get_or_insert(self.now);
+    }
+
+    /// Node `i`'s elector dies with its state file, and the operator starts
+    /// it with `--reset-state` (§5.2); its data node keeps running with
+    /// whatever it acknowledged.
+    #[allow(dead_code)] // used by tests/simulation.rs, not tests/preemption.rs
+    pub fn lose_state_and_reset(&mut self, i: usize) {
+        self.trace(i, "STATE LOST, RESET");
+        self.crash_elector(i);
+        let disk = if self.reset_as_fresh {
+            PersistedState::default()
+        } else {
+            PersistedState::after_state_loss()
+        };
+        self.nodes[i].disk = disk.clone();
+        self.inv.on_state_reset(i, &disk);
+        self.restart(i);
     }
 
     /// The data node process dies and comes back at once, with its data

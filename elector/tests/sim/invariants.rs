@@ -66,6 +66,13 @@ impl Invariants {
         }
     }
 
+    /// An operator replaced node `i`'s lost state (`--reset-state`, §5.2):
+    /// the one way durable state may go back, taken on the operator's word
+    /// that the node missed the cluster's latest elections.
+    pub fn on_state_reset(&mut self, i: usize, disk: &PersistedState) {
+        self.durable[i] = disk.clone();
+    }
+
     /// Durable state never goes backwards (epochs monotonic across restarts).
     pub fn on_durable(&mut self, i: usize, disk: &PersistedState) {
         let old = &self.durable[i];

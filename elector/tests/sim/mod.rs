@@ -236,6 +236,10 @@ pub struct Sim {
     /// before `datanode::kevy_mark`): a control, so the model shows
     /// what the marks are for.
     pub kevy_without_marks: bool,
+    /// `lose_state_and_reset` starts the node from a fresh state, as
+    /// `--reset-state` did before `PersistedState::after_state_loss`: a
+    /// control, so the model shows what the unknown floor is for.
+    pub reset_as_fresh: bool,
     /// The next node to become primary finds its disk broken at once: its
     /// first persist as primary (the stream epoch) fails (finding 2).
     pub break_disk_on_promotion: Option<u64>,
@@ -313,6 +317,7 @@ impl Sim {
             kevy_report_before_naming: false,
             kevy_reads_role_once: false,
             kevy_without_marks: false,
+            reset_as_fresh: false,
             priorities: vec![100; n],
             preempt: Preempt::default(),
             backend: Backend {
