@@ -196,7 +196,13 @@ impl Run<'_> {
     /// Closes a fault that ends as it happens (the process came back, the
     /// request was made).
     fn close_now(&mut self, idx: usize) {
-        self.faults[idx].end_ms = Some(self.now());
+        self.close_at(idx, self.now());
+    }
+
+    /// Closes a fault as of `at` (which may lie ahead: a restart the
+    /// supervisor's timer will make).
+    fn close_at(&mut self, idx: usize, at: crate::history::Ms) {
+        self.faults[idx].end_ms = Some(at);
         self.open.retain(|(i, _)| *i != idx);
     }
 
@@ -283,8 +289,7 @@ impl Run<'_> {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         }
-        self.faults[idx].end_ms = Some(self.now() + r.gap_ms);
-        self.open.retain(|(i, _)| *i != idx);
+        self.close_at(idx, self.now() + r.gap_ms);
         if still_up.is_empty() {
             Ok(format!(
                 "{out}; every elector gone, back in {} ms",
