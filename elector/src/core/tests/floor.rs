@@ -55,7 +55,7 @@ pub(super) fn primary_says(from: &str, epoch: u64, offset: u64, stamp: u64) -> E
 
 /// n2 following n1's epoch-1 stream "s1" with its link up at `offset`;
 /// every write made durable.
-fn follower_at(offset: u64) -> Node {
+pub(super) fn follower_at(offset: u64) -> Node {
     let mut n = node("n2");
     n.handle(100, primary_says("n1", 1, offset, 100));
     let seq = n.core.target.seq;
@@ -71,7 +71,7 @@ fn follower_at(offset: u64) -> Node {
 
 impl Node {
     /// Makes every outstanding write durable.
-    fn settle_writes(&mut self, t: Millis) {
+    pub(super) fn settle_writes(&mut self, t: Millis) {
         let ob = &self.core.outbox;
         if ob.persist_seq > ob.durable_seq {
             let seq = ob.persist_seq;
@@ -576,7 +576,7 @@ fn hinted(
 }
 
 /// n2 restarted (elector alone) from `durable`, at 5 000 ms.
-fn restarted(durable: PersistedState) -> Node {
+pub(super) fn restarted(durable: PersistedState) -> Node {
     let mut n = Node {
         core: Core::new(config("n2"), durable, 5_000),
         gate: Gate::default(),
@@ -587,7 +587,7 @@ fn restarted(durable: PersistedState) -> Node {
 
 /// n2 following n1's epoch-1 stream at 500, then told of n3's epoch-2
 /// primary: its elector dies once the join is written, before any claim.
-fn died_while_joining() -> PersistedState {
+pub(super) fn died_while_joining() -> PersistedState {
     let mut n = follower_at(500);
     let step = n.handle(200, primary_says("n3", 2, 900, 200));
     assert!(

@@ -11,6 +11,7 @@ mod lease;
 mod preempt;
 mod state_reset;
 mod switchover;
+mod unproven_join;
 mod vote;
 mod witness;
 
