@@ -61,11 +61,14 @@ const GAP_FILE: &str = "/tmp/data-restart-gap-ms";
 const ELECTOR_RESTART_FILE: &str = "/tmp/elector-restart-gap-ms";
 
 /// `restart_elector`: the request first, so the entrypoint sees it when the
-/// elector exits, then the signal.
+/// elector exits, then the signal; both only while an elector runs there. A
+/// request written for an elector already gone (in the gap of an earlier
+/// restart) would stay behind, and a later, unrelated elector exit would
+/// then restart the elector instead of taking the node down.
 fn elector_restart_script(r: &RestartElectorSpec) -> String {
     let sig = if r.kill { "9" } else { "TERM" };
     format!(
-        "echo {} > {ELECTOR_RESTART_FILE}; {}",
+        "if pgrep -f {ELECTOR_RE} >/dev/null; then echo {} > {ELECTOR_RESTART_FILE}; {}; fi; true",
         r.gap_ms,
         signal_elector(sig)
     )
@@ -466,8 +469,15 @@ mod tests {
     /// `script` run by `sh` with its paths moved under `root` and its
     /// signals printed instead of sent (a kevy of another test may run here).
     fn run_in(root: &std::path::Path, script: &str) {
+        run_in_with(root, script, true)
+    }
+
+    /// As [`run_in`], `pgrep` answering as if an elector runs or not.
+    fn run_in_with(root: &std::path::Path, script: &str, elector_running: bool) {
         let r = root.display();
+        let pgrep = if elector_running { "true" } else { "false" };
         let script = script
+            .replace("pgrep", &format!("{pgrep} pgrep"))
             .replace(OLDER_DATA, &format!("{r}/older"))
             .replace(GAP_FILE, &format!("{r}/gap"))
             .replace(ELECTOR_RESTART_FILE, &format!("{r}/elector-restart"))
@@ -560,6 +570,12 @@ mod tests {
             assert!(request < signal, "{script}");
             run_in(root.path(), &script);
             assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "5000");
+            std::fs::remove_file(&file).unwrap();
+            run_in_with(root.path(), &script, false);
+            assert!(
+                !file.exists(),
+                "no request is left behind for an elector already gone: {script}"
+            );
         }
     }
 
