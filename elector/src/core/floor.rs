@@ -376,6 +376,22 @@ impl Core {
         (!self.data.join_watched).then(|| Floor::new(epoch, 0))
     }
 
+    /// An unproven join refuses `candidate` at `position` (§6.10, "An
+    /// unproven join"): `(joined, 0)` is the *least* the node holds in the
+    /// joined stream, not the most it may have acknowledged there, which
+    /// is unknown; so it refuses every candidate of that epoch or older but
+    /// the joined primary itself, the source of the whole stream (which
+    /// stands only when proven). Counting `(joined, 0)` alone let a
+    /// replica that claimed the joined epoch at offset 78 be elected
+    /// without a write the unproven node had acknowledged further on
+    /// (simulator, kevy with loading, five nodes, seed 1937).
+    pub(super) fn unproven_join_refuses(&self, candidate: &str, position: (u64, u64)) -> bool {
+        let Some(at) = self.unproven_join() else {
+            return false;
+        };
+        position.0 <= at.data_epoch && self.state.joining_primary.as_deref() != Some(candidate)
+    }
+
     /// The joined epoch's primary says, in a heartbeat of that epoch sent
     /// as a replica, that it never told its data node to take writes there
     /// (flag `u`, §6.10): no write of that epoch was ever taken, so what

@@ -620,11 +620,13 @@ fn an_elector_that_died_before_claiming_a_join_votes_with_what_its_data_node_may
     );
     let mut n = restarted(durable);
     n.handle(5_001, reading(700, 1, false, stream("s3"), 0));
-    let step = n.handle(9_000, offer_at(3, "n1", 2, 700));
+    let step = n.handle(9_000, offer_led(3, "n3", (2, 700), Some(2)));
     assert!(
         step.persist.is_some(),
-        "a candidate holding the joined stream's 700 gets the vote: {step:?}"
+        "the joined primary, holding its stream's 700, gets the vote: {step:?}"
     );
+    // Any other candidate of epoch 2 may lack what the data node
+    // acknowledged before a restart of its own (unproven join, seed 1937).
 }
 
 #[test]
@@ -644,10 +646,10 @@ fn an_unproven_reading_of_zero_during_an_unclaimed_join_still_places_the_joined_
     );
     let mut n = restarted(durable);
     n.handle(5_001, reading(0, 1, false, None, 0));
-    let step = n.handle(9_000, offer_at(3, "n1", 2, 0));
+    let step = n.handle(9_000, offer_led(3, "n3", (2, 0), Some(2)));
     assert!(
         step.persist.is_some(),
-        "a candidate of the joined epoch gets the vote: {step:?}"
+        "the joined epoch's primary gets the vote: {step:?}"
     );
 }
 
