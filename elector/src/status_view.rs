@@ -175,7 +175,6 @@ impl StatusBook {
                 proof: (!core.config().i_am_witness()).then(|| core.proof().as_str().to_string()),
                 floor: core.floor().map(|f| f.pair()),
                 below_floor: core.below_floor(),
-                unproven_join: core.unproven_join().map(|f| f.pair().0),
             },
             peers: core
                 .peer_views()

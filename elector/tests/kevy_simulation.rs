@@ -27,7 +27,6 @@ const OLD_RULES: Faults = Faults {
     trust_another_stream: false,
     hold_a_lost_lease: false,
     fences_wait_for_persist: false,
-    trust_an_unwatched_join: true,
 };
 
 fn world(seed: u64, gate: bool) -> World {

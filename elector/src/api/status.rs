@@ -77,15 +77,6 @@ pub struct DataNodeStatus {
     /// (`elector accept-data-loss`).
     #[serde(default)]
     pub below_floor: bool,
-    /// The epoch of a join this node set out to make, no reading claimed,
-    /// and whose data node it cannot show ran since (its elector or its
-    /// data node restarted; §6.10, "An unproven join"): the node may have
-    /// acknowledged that epoch's writes and lost them, so it counts as
-    /// holding `[epoch, 0]` and is below its floor until the joined
-    /// primary disowns the join, the node joins a stream again, or an
-    /// operator accepts the loss.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unproven_join: Option<u64>,
 }
 
 /// What this node knows about one other node.
@@ -255,7 +246,6 @@ impl StatusSnapshot {
                 proof: None,
                 floor: None,
                 below_floor: false,
-                unproven_join: None,
             },
             peers: Vec::new(),
             transitions: Vec::new(),

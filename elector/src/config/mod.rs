@@ -599,7 +599,6 @@ impl Config {
             trust_another_stream: has("trust_another_stream"),
             hold_a_lost_lease: has("hold_a_lost_lease"),
             fences_wait_for_persist: has("fences_wait_for_persist"),
-            trust_an_unwatched_join: has("trust_an_unwatched_join"),
         }
     }
 

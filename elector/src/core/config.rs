@@ -164,10 +164,6 @@ pub struct Faults {
     /// stalls keeps its data node writable past its lease. The model
     /// checker's control (issue 39).
     pub fences_wait_for_persist: bool,
-    /// A reading in the recorded stream during an unclaimed join that no
-    /// process watched throughout places where it reads, as before the
-    /// unproven join (kevy with loading, seed 1588, §6.10).
-    pub trust_an_unwatched_join: bool,
 }
 
 /// What the core must know of its data node's kind (§6.10).

@@ -41,13 +41,6 @@ pub(super) struct DataView {
     /// epoch, that it never told its data node to take writes there
     /// (§6.10): the joined stream never began, so the join places nothing.
     pub(crate) void_join: Option<u64>,
-    /// The data node has run without a restart since this process told it
-    /// to follow the joined primary (§6.10, "An unproven join"): a reading
-    /// of it in the recorded stream is then true, since no sync replaced
-    /// its content. Unknown after this elector's start and void after a
-    /// restart of the data node, when the node may have taken the joined
-    /// stream's writes, acknowledged them and come back without them.
-    pub(crate) join_watched: bool,
 }
 
 impl Default for DataView {
@@ -66,7 +59,6 @@ impl Default for DataView {
             forced_tries: 0,
             inherited_join: false,
             void_join: None,
-            join_watched: false,
         }
     }
 }
@@ -251,22 +243,6 @@ impl Core {
         // offset 1, and its elector voted for a replica 928 KB behind).
         self.data.proof = Proof::Unproven(Unproven::DataNodeRestarted);
         self.data.serving = None;
-        // A join no reading claimed: the data node may have synced,
-        // acknowledged the joined stream's writes and come back without
-        // them (from older files, or empty), reading the recorded stream
-        // as if it never joined (simulator seed 1588 shape). What it took
-        // is as unknown as after an elector restart (§6.10).
-        self.data.join_watched = false;
-        if self.unclaimed_join().is_some()
-            && !self.data.inherited_join
-            && !self.cfg.faults.trust_an_unwatched_join
-        {
-            tracing::info!(
-                joining = self.state.joining,
-                "data node restarted during a join no reading claimed: the join counts as unproven"
-            );
-            self.data.inherited_join = true;
-        }
         self.sync_floor(true);
         self.target.stream_claim = None;
         self.data.obs.offset = None;
@@ -393,7 +369,6 @@ impl Core {
             self.state.joining = self.state.epoch;
             self.state.joining_primary = Some(primary);
             self.data.inherited_join = false;
-            self.data.join_watched = true;
             self.outbox.persist();
         }
         if target.writable() && self.state.led.is_none_or(|led| led < self.state.epoch) {

@@ -107,15 +107,10 @@ impl Core {
     /// data node held as primary, and what the watchdog saw it hold in a
     /// stream it was joining (§6.10).
     pub(crate) fn must_hold(&self) -> Option<Floor> {
-        [
-            self.state.floor,
-            self.state.held,
-            self.unplaced_hint(),
-            self.unproven_join(),
-        ]
-        .into_iter()
-        .flatten()
-        .max()
+        [self.state.floor, self.state.held, self.unplaced_hint()]
+            .into_iter()
+            .flatten()
+            .max()
     }
 
     /// What this node must not vote below (§6.10): as [`Core::must_hold`],
@@ -132,8 +127,7 @@ impl Core {
             .held
             .filter(|_| self.cfg.held_guards_the_promise());
         let unplaced = self.unplaced_hint().filter(|_| with_unplaced);
-        let unproven = self.unproven_join().filter(|_| with_unplaced);
-        [self.state.floor, held, unplaced, unproven]
+        [self.state.floor, held, unplaced]
             .into_iter()
             .flatten()
             .max()
@@ -356,42 +350,6 @@ impl Core {
             .filter(|&joined| self.data.void_join != Some(joined))
     }
 
-    /// An inherited unclaimed join whose data node this process cannot show
-    /// ran since the join (§6.10, "An unproven join"): `(joined epoch, 0)`,
-    /// the least position that holds a write the join may have
-    /// acknowledged. Without it a replica that acknowledged a write of the
-    /// joined epoch just after linking up, whose host then crashed before
-    /// any reading claimed the join, came back from files older than the
-    /// write, read its *recorded* stream, and voted for a candidate of an
-    /// older epoch that lacked the write (simulator, kevy with snapshot
-    /// loading, seed 1588). A node under it does not stand and votes no
-    /// lower; the joined epoch's own primary, when it disowns the join
-    /// (`Core::join_disowned_by`), or its flag `u` (`note_void_join`),
-    /// frees it, and so does a new join or a claim.
-    pub fn unproven_join(&self) -> Option<Floor> {
-        if self.cfg.faults.trust_an_unwatched_join {
-            return None;
-        }
-        let epoch = self.inherited_unclaimed_join()?;
-        (!self.data.join_watched).then(|| Floor::new(epoch, 0))
-    }
-
-    /// An unproven join refuses `candidate` at `position` (§6.10, "An
-    /// unproven join"): `(joined, 0)` is the *least* the node holds in the
-    /// joined stream, not the most it may have acknowledged there, which
-    /// is unknown; so it refuses every candidate of that epoch or older but
-    /// the joined primary itself, the source of the whole stream (which
-    /// stands only when proven). Counting `(joined, 0)` alone let a
-    /// replica that claimed the joined epoch at offset 78 be elected
-    /// without a write the unproven node had acknowledged further on
-    /// (simulator, kevy with loading, five nodes, seed 1937).
-    pub(super) fn unproven_join_refuses(&self, candidate: &str, position: (u64, u64)) -> bool {
-        let Some(at) = self.unproven_join() else {
-            return false;
-        };
-        position.0 <= at.data_epoch && self.state.joining_primary.as_deref() != Some(candidate)
-    }
-
     /// The joined epoch's primary says, in a heartbeat of that epoch sent
     /// as a replica, that it never told its data node to take writes there
     /// (flag `u`, §6.10): no write of that epoch was ever taken, so what
@@ -505,7 +463,7 @@ impl Core {
         if below {
             tracing::warn!(
                 floor = ?self.state.floor, proof = self.data.proof.as_str(),
-                position = ?self.proven_position(), unproven_join = ?self.unproven_join(),
+                position = ?self.proven_position(),
                 "data node below its floor: not standing, voting with the floor"
             );
             self.notify(Notice::Fault {

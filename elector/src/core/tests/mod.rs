@@ -11,7 +11,6 @@ mod lease;
 mod preempt;
 mod state_reset;
 mod switchover;
-mod unproven_join;
 mod vote;
 mod witness;
 
