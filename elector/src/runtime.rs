@@ -386,13 +386,8 @@ pub async fn run(
     // is running: a retarget it sent after our fence would undo it (a
     // replica pointed back at its primary, the mark its position proves
     // itself by stripped; a primary promoted again without an elector).
-    if let Some(mut task) = data_node_task {
-        if tokio::time::timeout(DATA_NODE_TASK_STOP, &mut task)
-            .await
-            .is_err()
-        {
-            // Dropping the handle would leave it running beside the fence.
-            task.abort();
+    if let Some(task) = data_node_task {
+        if stop_data_node_task(task, DATA_NODE_TASK_STOP).await == TaskStop::Cut {
             tracing::warn!(
                 waited_ms = DATA_NODE_TASK_STOP.as_millis() as u64,
                 "the data node task did not stop after its command; cut, fencing anyway"
@@ -412,6 +407,30 @@ pub async fn run(
 /// command it runs: the longest is a retarget that waits for its upstream's
 /// promotion and then runs its pipeline (each bounded by about a second).
 const DATA_NODE_TASK_STOP: Duration = Duration::from_secs(3);
+
+/// How the data node task ended at a clean stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TaskStop {
+    /// It finished the command it ran and returned (or had already ended).
+    Finished,
+    /// It was still running after the wait: it is aborted and gone before
+    /// this returns, so nothing it sends can land after the stop's fence.
+    Cut,
+}
+
+/// Waits up to `limit` for the data node task to stop, then aborts it and
+/// waits for the abort to take: dropping the handle instead would leave it
+/// running beside the fence (a retarget sent after the fence undoes it).
+async fn stop_data_node_task(mut task: tokio::task::JoinHandle<()>, limit: Duration) -> TaskStop {
+    if tokio::time::timeout(limit, &mut task).await.is_ok() {
+        return TaskStop::Finished;
+    }
+    task.abort();
+    // An aborted task ends at its next await point; a task that never
+    // yields would hold this forever, so the wait is bounded too.
+    let _ = tokio::time::timeout(limit, task).await;
+    TaskStop::Cut
+}
 
 /// The blind fence of a clean stop, on a connection of its own.
 /// It releases what the hold holds, or kevy's restart of its thread would
@@ -768,5 +787,49 @@ impl Shell {
                 self.fault_hook(core, what);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{stop_data_node_task, TaskStop};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    #[tokio::test]
+    async fn a_data_node_task_that_finishes_its_command_is_waited_for_not_cut() {
+        let task = tokio::spawn(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        assert_eq!(
+            stop_data_node_task(task, Duration::from_secs(2)).await,
+            TaskStop::Finished
+        );
+    }
+
+    #[tokio::test]
+    async fn a_data_node_task_stuck_past_the_stop_wait_is_cut_and_sends_nothing_after_it() {
+        // The command it is stuck in ends after the wait, and what it would
+        // send then (a retarget) must not land after the stop's fence.
+        let sent_late = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&sent_late);
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            flag.store(true, Ordering::SeqCst);
+        });
+        let started = Instant::now();
+        assert_eq!(
+            stop_data_node_task(task, Duration::from_millis(100)).await,
+            TaskStop::Cut
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(450),
+            "the stop waited for the stuck command: {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(
+            !sent_late.load(Ordering::SeqCst),
+            "the cut task ran on past the stop"
+        );
     }
 }

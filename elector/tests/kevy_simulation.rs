@@ -27,6 +27,7 @@ const OLD_RULES: Faults = Faults {
     trust_another_stream: false,
     hold_a_lost_lease: false,
     fences_wait_for_persist: false,
+    count_an_unproven_join_from_zero: true,
 };
 
 fn world(seed: u64, gate: bool) -> World {

@@ -402,8 +402,12 @@ fn random_fault_schedules_on_two_nodes_keep_every_invariant_and_converge_after_h
 /// was fenced before any reading claimed the joined stream; it then voted
 /// as if it held only its older stream and elected a node without that
 /// write, until leaving an unclaimed join came to count like an inherited
-/// one, §6.10).
-const KEVY_LOADING_REGRESSION_SEEDS: &[u64] = &[23];
+/// one, §6.10); seed 1937 (5 nodes; a replica whose host died after it
+/// acknowledged write 944 while loading came back unproven in its
+/// unclaimed join of epoch 8 and voted for another replica that had
+/// claimed epoch 8 at offset 78, without the write, §6.10 "An unproven
+/// join").
+const KEVY_LOADING_REGRESSION_SEEDS: &[u64] = &[23, 1937];
 
 /// The kevy schedules with replicas that load each full resync's snapshot
 /// for up to 1.5 s, their reads timing out meanwhile while the process
@@ -427,6 +431,28 @@ fn random_fault_schedules_on_kevy_with_snapshot_loading_keep_every_invariant_and
             )
         }
     }
+}
+
+/// The control of seed 1937 (§6.10, "An unproven join"): with the rule
+/// withdrawn, an unproven join votes for a replica that claimed the joined
+/// stream short of what it acknowledged, and the invariants see the write
+/// lost.
+#[test]
+fn counting_an_unproven_join_from_zero_is_caught_by_the_invariants() {
+    let faults = Faults {
+        count_an_unproven_join_from_zero: true,
+        ..Faults::default()
+    };
+    let (_, run) = run_kevy_schedule(1937, faults, |sim| sim.kevy_loads_snapshots = true);
+    let Err(failure) = run else {
+        panic!("seed 1937 kept every write with the unproven join counted from (joined, 0)");
+    };
+    assert!(
+        failure.1.contains("lost") || failure.1.contains("acknowledged"),
+        "seed 1937 failed otherwise than by a lost write: {}",
+        failure.1
+    );
+    eprintln!("seed 1937 without the rule: {}", failure.1);
 }
 
 /// Data nodes that stall alone (SIGSTOP for 0.2-8 s under a running

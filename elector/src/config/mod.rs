@@ -599,6 +599,7 @@ impl Config {
             trust_another_stream: has("trust_another_stream"),
             hold_a_lost_lease: has("hold_a_lost_lease"),
             fences_wait_for_persist: has("fences_wait_for_persist"),
+            count_an_unproven_join_from_zero: has("count_an_unproven_join_from_zero"),
         }
     }
 

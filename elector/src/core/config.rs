@@ -164,6 +164,10 @@ pub struct Faults {
     /// stalls keeps its data node writable past its lease. The model
     /// checker's control (issue 39).
     pub fences_wait_for_persist: bool,
+    /// An inherited unclaimed join read unproven counts only as
+    /// `(joined, 0)`, so it votes for another replica that claimed the
+    /// joined stream (kevy with loading, five nodes, seed 1937, §6.10).
+    pub count_an_unproven_join_from_zero: bool,
 }
 
 /// What the core must know of its data node's kind (§6.10).

@@ -437,6 +437,32 @@ impl Core {
         Some((epoch, offset))
     }
 
+    /// An inherited unclaimed join read unproven refuses `candidate` at
+    /// `position` when the candidate is of the joined epoch and is not the
+    /// joined primary (§6.10, "An unproven join"). The unproven reading
+    /// places `(joined, 0)`: the *least* this node holds in the joined
+    /// stream, not the most it may have acknowledged there, which nothing
+    /// tells any more (a kevy's offset starts again at 0 with its process
+    /// while its files may hold the stream). Another replica that claimed
+    /// the joined stream at some offset may lack a write this node
+    /// acknowledged further on (simulator, kevy with loading, five nodes,
+    /// seed 1937: n4, which claimed epoch 8 at offset 78, was elected
+    /// without write 944 that n5 had acknowledged before its host died
+    /// while loading). The joined primary, the stream's source, holds all
+    /// of it; a candidate of a later epoch was elected past the floors of
+    /// its own voters; one of an older epoch is already below `(joined, 0)`.
+    pub(super) fn unproven_join_refuses(&self, candidate: &str, position: (u64, u64)) -> bool {
+        if self.cfg.faults.count_an_unproven_join_from_zero {
+            return false;
+        }
+        let Some((joined, _)) = self.unplaced_reading() else {
+            return false;
+        };
+        self.data.proof != Proof::Proven
+            && position.0 == joined
+            && self.state.joining_primary.as_deref() != Some(candidate)
+    }
+
     /// Writes a risen floor once a heartbeat at most, or at once when
     /// `now_too` (the node stops following: its floor is final there).
     pub(super) fn sync_floor(&mut self, now_too: bool) {

@@ -156,6 +156,13 @@ impl Core {
             if position < self.voting_position_against(disowned) {
                 return Err(RejectReason::CandidateBehind);
             }
+            if !disowned && self.unproven_join_refuses(candidate, position) {
+                tracing::info!(
+                    epoch, %candidate, ?position, joining = self.state.joining,
+                    "refused: what this node acknowledged in its unproven join is unknown, and only the joined primary holds all of it"
+                );
+                return Err(RejectReason::CandidateBehind);
+            }
             if disowned && position < self.voting_position() {
                 tracing::info!(
                     epoch, %candidate, ?position, ?led, joining = self.state.joining,

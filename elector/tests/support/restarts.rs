@@ -20,14 +20,35 @@ pub enum DataRestart {
     From(PathBuf),
 }
 
+/// Copies a data directory while its data node runs. A file can vanish
+/// under `cp` (Redis renames and removes its AOF rewrite's temporary files
+/// in the background: a CI run failed on `temp-rewriteaof-bg-*.aof`), so a
+/// failed copy is thrown away and taken again, as a backup tool would.
 fn copy_dir(from: &Path, to: &Path) {
-    let ok = Command::new("cp")
-        .arg("-a")
-        .arg(from)
-        .arg(to)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "cp -a {} {}", from.display(), to.display());
+    const ATTEMPTS: u32 = 20;
+    for attempt in 1..=ATTEMPTS {
+        let ok = Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            return;
+        }
+        let _ = std::fs::remove_dir_all(to);
+        eprintln!(
+            "cp -a {} {}: attempt {attempt} of {ATTEMPTS} failed (a file vanished under it?), again",
+            from.display(),
+            to.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "cp -a {} {} failed {ATTEMPTS} times",
+        from.display(),
+        to.display()
+    );
 }
 
 impl Cluster {

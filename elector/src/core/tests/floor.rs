@@ -618,13 +618,21 @@ fn an_elector_that_died_before_claiming_a_join_votes_with_what_its_data_node_may
         Some(RejectReason::CandidateBehind),
         "epoch 1 at 800 is behind what epoch 2 may have acknowledged"
     );
-    let mut n = restarted(durable);
+    let mut n = restarted(durable.clone());
     n.handle(5_001, reading(700, 1, false, stream("s3"), 0));
-    let step = n.handle(9_000, offer_at(3, "n1", 2, 700));
+    let step = n.handle(9_000, offer_led(3, "n3", (2, 700), Some(2)));
     assert!(
         step.persist.is_some(),
-        "a candidate holding the joined stream's 700 gets the vote: {step:?}"
+        "the joined primary holding the joined stream's 700 gets the vote: {step:?}"
     );
+    // An unproven reading is not the most the node acknowledged (its data
+    // node may have come back from older files while the elector was down):
+    // another holder of epoch 2's stream at 700 may lack what it did
+    // (§6.10, "An unproven join").
+    let mut n = restarted(durable);
+    n.handle(5_001, reading(700, 1, false, stream("s3"), 0));
+    let step = n.handle(9_000, offer_led(3, "n1", (2, 700), Some(1)));
+    assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind));
 }
 
 #[test]
@@ -642,12 +650,36 @@ fn an_unproven_reading_of_zero_during_an_unclaimed_join_still_places_the_joined_
         Some(RejectReason::CandidateBehind),
         "epoch 1 at 800 is behind what the joined epoch may hold"
     );
-    let mut n = restarted(durable);
-    n.handle(5_001, reading(0, 1, false, None, 0));
-    let step = n.handle(9_000, offer_at(3, "n1", 2, 0));
-    assert!(
-        step.persist.is_some(),
-        "a candidate of the joined epoch gets the vote: {step:?}"
+}
+
+#[test]
+fn an_unproven_join_votes_in_the_joined_epoch_only_for_the_joined_primary() {
+    // §6.10, "An unproven join" (simulator, kevy with loading, five nodes,
+    // seed 1937): `(2, 0)` is the least the node holds in epoch 2's
+    // stream, not the most it acknowledged there; another replica that
+    // claimed that stream at some offset may lack what it acknowledged.
+    let durable = died_while_joining();
+    assert_eq!(durable.joining_primary.as_deref(), Some("n3"));
+    let vote = |candidate: &str, position: (u64, u64), led: Option<u64>| {
+        let mut n = restarted(durable.clone());
+        n.handle(5_001, reading(0, 1, false, None, 0));
+        let step = n.handle(9_000, offer_led(3, candidate, position, led));
+        reject_reason(&step)
+    };
+    assert_eq!(
+        vote("n1", (2, 78), Some(1)),
+        Some(RejectReason::CandidateBehind),
+        "another holder of epoch 2's stream may be behind what this node acknowledged"
+    );
+    assert_eq!(
+        vote("n3", (2, 900), Some(2)),
+        None,
+        "the joined primary, the stream's source, holds all of it"
+    );
+    assert_eq!(
+        vote("n1", (3, 0), Some(3)),
+        None,
+        "a later epoch's stream was elected past the floors of its own voters"
     );
 }
 
