@@ -239,6 +239,7 @@ mod tests {
             held: None,
             joining: 5,
             joining_primary: Some("n3".into()),
+            joining_process: Some("run_id:5f1c".into()),
             led: Some(3),
             floor_unknown: true,
         };

@@ -139,6 +139,7 @@ pub async fn run(
 
     // The core, and the start-up clamp before anything else.
     let recovered_epoch = recovered.epoch;
+    let joining_process = recovered.joining_process().map(str::to_string);
     let mut core = Core::new(config.core_config(rand::random()), recovered, clock.now());
     let start_actions = core.start(clock.now());
 
@@ -149,7 +150,8 @@ pub async fn run(
     // A witness has no data node (§4.5): no adapter, nothing to report.
     let nowhere_hold = datanode::NowhereHold::for_config(&config).await;
     let data_node_task = match (
-        AnyNode::with_hold(&config, nowhere_hold.clone()),
+        AnyNode::with_hold(&config, nowhere_hold.clone())
+            .map(|node| node.asking_about_joining_process(joining_process)),
         config.data_node.as_ref(),
     ) {
         (Some(node), Some(dn)) => {

@@ -28,6 +28,7 @@ const OLD_RULES: Faults = Faults {
     hold_a_lost_lease: false,
     fences_wait_for_persist: false,
     count_an_unproven_join_from_zero: true,
+    trust_a_fresh_start_during_a_join: true,
 };
 
 fn world(seed: u64, gate: bool) -> World {

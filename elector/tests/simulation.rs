@@ -406,8 +406,11 @@ fn random_fault_schedules_on_two_nodes_keep_every_invariant_and_converge_after_h
 /// acknowledged write 944 while loading came back unproven in its
 /// unclaimed join of epoch 8 and voted for another replica that had
 /// claimed epoch 8 at offset 78, without the write, §6.10 "An unproven
-/// join").
-const KEVY_LOADING_REGRESSION_SEEDS: &[u64] = &[23, 1937];
+/// join"); seed 5700 (3 nodes; a replica whose first data was the joined
+/// stream came back from a host crash as a new kevy process, with no record
+/// and no floor, counted itself empty and voted for a node without the
+/// write it had acknowledged, §6.10 "A join outlives its elector").
+const KEVY_LOADING_REGRESSION_SEEDS: &[u64] = &[23, 1937, 5700];
 
 /// The kevy schedules with replicas that load each full resync's snapshot
 /// for up to 1.5 s, their reads timing out meanwhile while the process
@@ -433,6 +436,21 @@ fn random_fault_schedules_on_kevy_with_snapshot_loading_keep_every_invariant_and
     }
 }
 
+/// Runs kevy seed `seed` with snapshot loading under `faults` (an old rule
+/// put back) and asserts the invariants find an acknowledged write lost.
+fn a_loading_seed_loses_a_write_under(seed: u64, faults: Faults, old_rule: &str) {
+    let (_, run) = run_kevy_schedule(seed, faults, |sim| sim.kevy_loads_snapshots = true);
+    let Err(failure) = run else {
+        panic!("seed {seed} kept every write with {old_rule}");
+    };
+    assert!(
+        failure.1.contains("lost") || failure.1.contains("acknowledged"),
+        "seed {seed} failed otherwise than by a lost write: {}",
+        failure.1
+    );
+    eprintln!("seed {seed} with {old_rule}: {}", failure.1);
+}
+
 /// The control of seed 1937 (§6.10, "An unproven join"): with the rule
 /// withdrawn, an unproven join votes for a replica that claimed the joined
 /// stream short of what it acknowledged, and the invariants see the write
@@ -443,17 +461,29 @@ fn counting_an_unproven_join_from_zero_is_caught_by_the_invariants() {
         count_an_unproven_join_from_zero: true,
         ..Faults::default()
     };
-    let (_, run) = run_kevy_schedule(1937, faults, |sim| sim.kevy_loads_snapshots = true);
-    let Err(failure) = run else {
-        panic!("seed 1937 kept every write with the unproven join counted from (joined, 0)");
-    };
-    assert!(
-        failure.1.contains("lost") || failure.1.contains("acknowledged"),
-        "seed 1937 failed otherwise than by a lost write: {}",
-        failure.1
-    );
-    eprintln!("seed 1937 without the rule: {}", failure.1);
+    a_loading_seed_loses_a_write_under(1937, faults, "the unproven join counted from (joined, 0)");
 }
+
+/// The control of seed 5700 (§6.10, "A join outlives its elector"): with a
+/// fresh start trusted during an unclaimed join, a replica whose first data
+/// was the joined stream comes back after its host crashed as a new kevy
+/// process reading 0, counts as empty, and votes for a node without the
+/// write it acknowledged; the invariants see the write lost.
+#[test]
+fn trusting_a_fresh_start_during_a_join_is_caught_by_the_invariants() {
+    let faults = Faults {
+        trust_a_fresh_start_during_a_join: true,
+        ..Faults::default()
+    };
+    a_loading_seed_loses_a_write_under(5700, faults, "a fresh start trusted during a join");
+}
+
+/// Stall schedules that once failed, run whatever the seed count (unless
+/// `SIM_SEED` picks one): 1091 (kevy, 3 nodes: a fence lifted by hand while
+/// the adapter waited for its new upstream's promotion stayed lifted
+/// through a second wait; the policy now reads its own node before every
+/// wait, `kevy_policy` "following").
+const STALL_REGRESSION_SEEDS: &[u64] = &[1091];
 
 /// Data nodes that stall alone (SIGSTOP for 0.2-8 s under a running
 /// elector: reads time out, the tether goes unanswered, commands wait,
@@ -463,7 +493,10 @@ fn counting_an_unproven_join_from_zero_is_caught_by_the_invariants() {
 #[test]
 fn random_fault_schedules_with_data_node_stalls_keep_every_invariant_and_converge() {
     let mut stalls = 0;
-    for seed in sim::seeds_from_env("SIM_STALL_SEEDS", 300) {
+    for seed in with_regressions(
+        sim::seeds_from_env("SIM_STALL_SEEDS", 300),
+        STALL_REGRESSION_SEEDS,
+    ) {
         let mut pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0x57a1);
         let n = if pick.gen_bool(0.6) { 3 } else { 5 };
         let redis =

@@ -600,6 +600,7 @@ impl Config {
             hold_a_lost_lease: has("hold_a_lost_lease"),
             fences_wait_for_persist: has("fences_wait_for_persist"),
             count_an_unproven_join_from_zero: has("count_an_unproven_join_from_zero"),
+            trust_a_fresh_start_during_a_join: has("trust_a_fresh_start_during_a_join"),
         }
     }
 

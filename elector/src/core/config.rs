@@ -168,6 +168,11 @@ pub struct Faults {
     /// `(joined, 0)`, so it votes for another replica that claimed the
     /// joined stream (kevy with loading, five nodes, seed 1937, §6.10).
     pub count_an_unproven_join_from_zero: bool,
+    /// A node with no stream record and no floor starts proven even with
+    /// an unclaimed join, whatever process its data node is now (kevy with
+    /// loading, three nodes, seed 5700, §6.10 "A join outlives its
+    /// elector").
+    pub trust_a_fresh_start_during_a_join: bool,
 }
 
 /// What the core must know of its data node's kind (§6.10).

@@ -117,6 +117,7 @@ impl Core {
         self.claim_stream(&obs);
         self.disprove_on_another_stream(&obs);
         self.prove_from_reading(&obs);
+        self.prove_by_joining_process(&obs);
         self.absorb_floor_hint(&obs);
         self.raise_floor(&obs);
         self.check_primary_stream(&obs);
@@ -368,6 +369,16 @@ impl Core {
             // (§6.10). Whom it joined says whose word can free it (`led`).
             self.state.joining = self.state.epoch;
             self.state.joining_primary = Some(primary);
+            // The process it is read as now: only that one, found again
+            // after a restart of this elector, can say what it received
+            // during the join (§6.10, "A join outlives its elector").
+            self.state.joining_process = self
+                .data
+                .obs
+                .process_names
+                .first()
+                .filter(|_| self.data.obs.reachable)
+                .cloned();
             self.data.inherited_join = false;
             self.outbox.persist();
         }

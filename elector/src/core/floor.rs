@@ -78,13 +78,54 @@ pub(crate) fn floor_sync_ms(hb_interval_ms: u64) -> u64 {
 impl Core {
     /// Proof state at start-up: a node with nothing durable has nothing to
     /// prove; one with a record must read its data node in that stream first.
+    /// An unclaimed join is durable too (§6.10, "A join outlives its
+    /// elector"): the join may have been the first data the node ever got,
+    /// so it has no record, while its files hold what it acknowledged and a
+    /// new process reads 0; it is proven once a reading finds the process
+    /// the join was set out from ([`Core::prove_by_joining_process`]).
     pub(super) fn initial_proof(&self) -> Proof {
+        let fresh = self.must_hold().is_none() && self.state.stream.is_none();
+        let joined =
+            self.unclaimed_join().is_some() && !self.cfg.faults.trust_a_fresh_start_during_a_join;
         if self.state.floor_unknown {
             Proof::Unproven(Unproven::StateReset)
-        } else if self.must_hold().is_none() && self.state.stream.is_none() {
+        } else if fresh && !joined {
             Proof::Proven
         } else {
             Proof::Unproven(Unproven::ElectorStarted)
+        }
+    }
+
+    /// A node that started with an unclaimed join and nothing else durable
+    /// (no record, no floor) is proven by a reading that finds the data-node
+    /// process the join was set out from (§6.10, "A join outlives its
+    /// elector"): that process has run since, so its readings say what it
+    /// received in the join (an unplaced reading, a watchdog's hint), as for
+    /// a node whose elector never stopped. Another process may be reading
+    /// 0 over files that hold what the join brought: no proof then (seed
+    /// 5700). A first-epoch cluster whose electors restarted while their
+    /// data nodes ran on is the case this frees (`new_address` on kevy).
+    pub(super) fn prove_by_joining_process(&mut self, obs: &Observation) {
+        if self.data.proof != Proof::Unproven(Unproven::ElectorStarted)
+            || !obs.reachable
+            || !self.data_settled()
+            || self.state.stream.is_some()
+            || self.must_hold().is_some()
+            || self.unclaimed_join().is_none()
+        {
+            return;
+        }
+        let Some(process) = self.state.joining_process.as_deref() else {
+            return;
+        };
+        if obs.process_names.iter().any(|n| n == process) {
+            tracing::info!(
+                process,
+                joining = self.state.joining,
+                "data node read as the process the join was set out from: position proven"
+            );
+            self.data.proof = Proof::Proven;
+            self.note_below_floor_change();
         }
     }
 

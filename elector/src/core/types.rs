@@ -70,6 +70,14 @@ pub struct PersistedState {
     /// joined stream. `None` in a record written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) joining_primary: Option<NodeId>,
+    /// The data-node process this node set out to join `joining` from: a
+    /// name unique to it (`Observation::process_names`), read before the
+    /// join was written (§6.10, "A join outlives its elector"). Found in
+    /// the process after a restart of this elector, it says the data node
+    /// is still that process, whose readings say what it received since;
+    /// `None`: none was read, and such a join is unproven after a restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) joining_process: Option<String>,
     /// The newest epoch in which this node told its data node to take
     /// writes, written before the data node is told (§6.10). Its OFFER
     /// carries it: a voter whose unclaimed join of a newer epoch was this
@@ -103,6 +111,7 @@ impl Default for PersistedState {
             held: None,
             joining: 0,
             joining_primary: None,
+            joining_process: None,
             led: Some(0),
             floor_unknown: false,
         }
@@ -136,6 +145,12 @@ impl PersistedState {
     /// watchdog tags its floor hints with it.
     pub fn joining(&self) -> u64 {
         self.joining
+    }
+
+    /// The data-node process an unclaimed join was set out from (§6.10):
+    /// the adapter asks the process about it after a restart.
+    pub fn joining_process(&self) -> Option<&str> {
+        self.joining_process.as_deref()
     }
 }
 
@@ -276,6 +291,11 @@ pub struct Observation {
     /// then, and nothing else records that; in the stream this node's
     /// record names, it raises the floor.
     pub(crate) floor_hint: Vec<FloorHint>,
+    /// Names unique to the data-node process that answered (Redis
+    /// `run_id`, kevy's process marks): the one a join was set out from,
+    /// found again after this elector restarted, says the data node is
+    /// still that process (§6.10, "A join outlives its elector").
+    pub(crate) process_names: Vec<String>,
 }
 
 /// One of the watchdog's floor hints (§6.10): the highest offset the data

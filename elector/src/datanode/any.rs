@@ -35,6 +35,18 @@ impl AnyNode {
         }
     }
 
+    /// Its polls ask whether the data node is still the process `process`
+    /// (the core's durable `joining_process`, §6.10 "A join outlives its
+    /// elector"); Redis names its process in every `INFO` (`run_id`).
+    pub(crate) fn asking_about_joining_process(self, process: Option<String>) -> AnyNode {
+        match self {
+            AnyNode::Kevy(node) => {
+                AnyNode::Kevy(Box::new((*node).asking_about_joining_process(process)))
+            }
+            node => node,
+        }
+    }
+
     fn build(config: &Config, hold: bool) -> Option<AnyNode> {
         let dn = config.data_node.as_ref()?;
         let credentials = dn.credentials();

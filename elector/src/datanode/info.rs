@@ -47,6 +47,11 @@ pub struct ReplicationInfo {
     /// stream, the highest offset the data node held when the watchdog
     /// detached it (protocol §6.10). Read with the observation.
     pub floor_hint: Vec<super::floor_hint::Hint>,
+    /// Names of the process that answered, each unique to one process for
+    /// good (protocol §6.10, "A join outlives its elector"): Redis its
+    /// `run_id`; kevy the process marks this reading confirmed in it
+    /// (`kevy_mark`), ours first. Empty: the backend named none.
+    pub process_names: Vec<String>,
 }
 
 /// A replication id that names a stream: Redis and kevy write 40 zeros for

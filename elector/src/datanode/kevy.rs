@@ -116,6 +116,13 @@ impl KevyNode {
         self
     }
 
+    /// Polls ask about the process mark an unclaimed join was set out from
+    /// (the core's durable `joining_process`, §6.10).
+    pub(crate) fn asking_about_joining_process(mut self, mark: Option<String>) -> KevyNode {
+        self.policy.ask_about_joining_process(mark);
+        self
+    }
+
     fn clock(&self) -> Clock {
         Clock {
             mono: self.started.elapsed().as_millis() as Millis,

@@ -116,6 +116,13 @@ impl DataNodeAdapter for RedisNode {
             ])
             .await?;
         info.redis_settings = RedisSettings::parse(&reply);
+        // A run_id is drawn at each start: it names this process alone.
+        info.process_names = info
+            .identity
+            .iter()
+            .filter(|i| i.starts_with("run_id:"))
+            .cloned()
+            .collect();
         Ok(info)
     }
 

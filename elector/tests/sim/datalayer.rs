@@ -147,6 +147,8 @@ impl DataNode {
             stream: Some(format!("s{}", self.stream)),
             stream_prev: self.stream_prev.map(|s| format!("s{s}")),
             floor_hint: self.floor_hint.clone(),
+            // Redis's run_id: drawn at each start (no two processes share one).
+            process_names: vec![format!("run_id:{}", self.process_id)],
             ..ReplicationInfo::default()
         })
     }

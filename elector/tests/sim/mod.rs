@@ -386,9 +386,10 @@ impl Sim {
         if kevy {
             // kevy: an adapter waiting for a new upstream's promotion (up
             // to PROMOTION_WAIT_MS) reads its own node again only after
-            // that wait (protocol §6.4: a fence lifted by hand then lasts
-            // that much longer), and re-applies a follow as a `REPLICAOF`
-            // and a lift of the quiesce.
+            // that wait, and before the next one (protocol §6.4: a fence
+            // lifted by hand then lasts one wait longer, never two), and
+            // re-applies a follow as a `REPLICAOF` and a lift of the
+            // quiesce.
             sim.inv.tamper_grace_ms += elector::datanode::kevy_policy::PROMOTION_WAIT_MS
                 + sim.world.apply_ms.1
                 + sim.world.fence_ms.1;
@@ -510,7 +511,14 @@ impl Sim {
         let mark_seed = (!self.kevy_without_marks)
             .then(|| ((i as u128) << 64) | u128::from(self.nodes[i].incarnation));
         let started = self.clock(i);
-        self.nodes[i].kevy_policy = kevy.then(|| kevy::policy(early, mark_seed, started));
+        // As the shell does: its polls ask about the process the durable
+        // state's unclaimed join was set out from (§6.10).
+        let joining_process = self.nodes[i].disk.joining_process().map(str::to_string);
+        self.nodes[i].kevy_policy = kevy.then(|| {
+            let mut policy = kevy::policy(early, mark_seed, started);
+            policy.ask_about_joining_process(joining_process);
+            policy
+        });
         self.nodes[i].kevy_op = None;
         self.nodes[i].round = None;
         // The gate lives in the elector process (§6.10): a new one starts

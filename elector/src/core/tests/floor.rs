@@ -989,3 +989,69 @@ fn an_old_primary_of_three_nodes_back_unproven_refuses_a_survivor_below_its_tail
     let step = old_primary_back_unproven_judging_the_survivor(3);
     assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind));
 }
+
+/// A reading at `offset` in no named stream, of the data-node process
+/// named `process` (its Redis `run_id`, or a kevy process mark).
+fn process_reads(offset: u64, applied_seq: u64, process: &str) -> Event {
+    Event::DataNode(Observation {
+        reachable: true,
+        offset: Some(offset),
+        applied_seq,
+        offset_at_apply: Some(0),
+        process_names: vec![process.into()],
+        ..Observation::default()
+    })
+}
+
+/// A fresh n2 (nothing durable) whose data node reads as process `a`, told
+/// of n3's epoch-1 primary: its first data will be the joined stream, and
+/// its elector dies once the join is written.
+fn died_in_its_first_join() -> PersistedState {
+    let mut n = node("n2");
+    n.handle(50, process_reads(0, 1, "run_id:a"));
+    n.handle(100, primary_says("n3", 1, 0, 100));
+    assert!(matches!(
+        n.core.target.current,
+        DataNodeTarget::Follow { .. }
+    ));
+    n.settle_writes(101);
+    n.core.persisted().clone()
+}
+
+#[test]
+fn a_join_is_written_with_the_data_node_process_it_was_set_out_from() {
+    let durable = died_in_its_first_join();
+    assert_eq!(durable.joining(), 1);
+    assert_eq!(durable.joining_process(), Some("run_id:a"));
+    assert!(durable.stream.is_none() && durable.floor.is_none());
+}
+
+#[test]
+fn an_elector_restarted_in_its_first_join_is_proven_only_by_the_process_it_set_out_from() {
+    // §6.10, "A join outlives its elector" (simulator, kevy with loading,
+    // three nodes, seed 5700): no record and no floor, yet the join may
+    // have brought writes it acknowledged; a new process reads 0 over
+    // files that hold them.
+    let durable = died_in_its_first_join();
+    let mut n = restarted(durable.clone());
+    assert_ne!(n.core.proof(), Proof::Proven, "unproven at start");
+    n.handle(5_001, process_reads(0, 1, "run_id:b"));
+    assert_ne!(
+        n.core.proof(),
+        Proof::Proven,
+        "another process proves nothing"
+    );
+    let step = n.handle(9_000, offer_at(2, "n1", 0, 0));
+    assert_eq!(
+        reject_reason(&step),
+        Some(RejectReason::CandidateBehind),
+        "a node with nothing may lack what the join brought"
+    );
+    // The very process the join was set out from has run since: its 0 is
+    // what it received (nothing), and the node votes as before its restart.
+    let mut n = restarted(durable);
+    n.handle(5_001, process_reads(0, 1, "run_id:a"));
+    assert_eq!(n.core.proof(), Proof::Proven);
+    let step = n.handle(9_000, offer_at(2, "n1", 0, 0));
+    assert_eq!(reject_reason(&step), None, "{step:?}");
+}

@@ -449,6 +449,7 @@ impl Tracker {
                         joining: h.joining,
                     })
                     .collect();
+                obs.process_names = info.process_names.clone();
                 Some(info)
             }
             Err(e) => {

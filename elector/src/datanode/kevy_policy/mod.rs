@@ -18,8 +18,10 @@
 //!   quiesce gives way to demotion once its oldest handover thread is 60 s
 //!   old (the core then resigns: a promotion is a new stream, §6.10);
 //! - **a handover** quiesces a primary, never demotes it;
-//! - **following** waits until the upstream reports itself a primary, and
-//!   reads where its feed was (the join floor of [`super::kevy_stream`]);
+//! - **following** reads the node first (a primary our quiesce does not
+//!   fence, a fence lifted by hand, is demoted before anything else), then
+//!   waits until the upstream reports itself a primary, and reads where its
+//!   feed was (the join floor of [`super::kevy_stream`]);
 //! - **every `REPLICAOF`** reads the runner's position in the same pipeline
 //!   and releases what kevy's join would wait for (a hanging connect to the
 //!   upstream it leaves, or our hold at nowhere);
@@ -32,7 +34,7 @@ mod observe;
 
 use super::kevy_hold::PromotionHold;
 pub use super::kevy_mark::MarkStep;
-use super::kevy_mark::ProcessMarks;
+use super::kevy_mark::{is_sha, ProcessMarks};
 use super::kevy_quiesce::Quiesce;
 use super::kevy_stream::{FileHeld, StreamPosition, UpstreamAt};
 use super::{DataNodeError, ReplicationInfo, NOWHERE};
@@ -149,11 +151,21 @@ enum Op {
     FencePrimary,
     /// Demotion to a replica of nowhere, then lift any quiesce.
     Isolate,
-    /// Resolve; await the upstream's promotion; `REPLICAOF`; lift.
+    /// Resolve; read our own node (a writable primary is demoted first:
+    /// `FenceBeforeFollow`); await the upstream's promotion; `REPLICAOF`;
+    /// lift.
     Follow {
         addr: String,
         at: Option<(String, u16)>,
         upstream: UpstreamAt,
+    },
+    /// Our node reads as a primary not fenced by our quiesce while it is to
+    /// follow `addr` (a fence lifted by hand, §6.4): demoted to nowhere
+    /// before the wait for `addr`'s promotion, so no wait ever runs with our
+    /// own node writable and unread.
+    FenceBeforeFollow {
+        addr: String,
+        at: Option<(String, u16)>,
     },
     /// `REPLICAOF` nowhere, nothing read first.
     FenceBlind,
@@ -209,6 +221,10 @@ pub struct KevyPolicy {
     unnamed: Option<Unnamed>,
     /// The process marks we load and check ([`super::kevy_mark`]).
     marks: Option<ProcessMarks>,
+    /// The mark of the process the core set out to join from (its durable
+    /// `joining_process`, §6.10 "A join outlives its elector"), asked about
+    /// in every poll so a reading can say the process is still that one.
+    joining_process: Option<String>,
     op: Option<Op>,
 }
 
@@ -230,8 +246,16 @@ impl KevyPolicy {
             stale_logged: false,
             stale_far_logged: false,
             unnamed: None,
+            joining_process: None,
             op: None,
         }
+    }
+
+    /// Asks every poll about `mark` too: the process the core's durable
+    /// state says a join was set out from (§6.10, "A join outlives its
+    /// elector"); found, it is among the reading's process names.
+    pub fn ask_about_joining_process(&mut self, mark: Option<String>) {
+        self.joining_process = mark.filter(|m| is_sha(m));
     }
 
     /// The tether says another process answers (§6.8): forget everything
@@ -259,7 +283,13 @@ impl KevyPolicy {
             return Vec::new();
         };
         let file = position_file.and_then(FileHeld::parse);
-        marks.to_check(file.as_ref().and_then(FileHeld::mark))
+        let mut asked = marks.to_check(file.as_ref().and_then(FileHeld::mark));
+        if let Some(joining) = &self.joining_process {
+            if !asked.contains(joining) {
+                asked.push(joining.clone());
+            }
+        }
+        asked
     }
 
     /// `SCRIPT LOAD` of the source a view asked for answered `sha`.
@@ -433,14 +463,33 @@ impl KevyPolicy {
                     let command = self.replicaof(to);
                     return self.start(Op::Follow { addr, at, upstream }, command);
                 }
-                let command = KevyCommand::AwaitPrimary {
-                    addr: addr.clone(),
-                    within: PROMOTION_WAIT_MS,
-                };
+                // Our own node first: a wait of up to PROMOTION_WAIT_MS with
+                // it unread would leave a fence lifted by hand in place for
+                // each failed wait in a row (simulator seed 1091).
                 let upstream = UpstreamAt::NONE;
-                self.start(Op::Follow { addr, at, upstream }, command)
+                self.start(Op::Follow { addr, at, upstream }, KevyCommand::ReadRole)
             }
             (Op::Follow { .. }, KevyOutcome::Resolved(Err(e))) => self.done(Err(e)),
+            (Op::Follow { .. }, KevyOutcome::Role(Err(e))) => self.done(Err(e)),
+            (Op::Follow { addr, at, .. }, KevyOutcome::Role(Ok(info))) => {
+                self.hold.observed(info.is_master(), now);
+                let fenced_by_quiesce = self.quiesce.is_set() && !self.quiesce.outlived(now);
+                if info.is_master() && !fenced_by_quiesce {
+                    let command = self.replicaof(Some(nowhere()));
+                    return self.start(Op::FenceBeforeFollow { addr, at }, command);
+                }
+                self.await_upstream(addr, at)
+            }
+            (Op::FenceBeforeFollow { addr, at }, KevyOutcome::Replicated(read)) => {
+                match self.replaced(read, Some(nowhere()), clock) {
+                    Err(e) => self.done(Err(e)),
+                    Ok(()) => {
+                        self.hold.demoted(now);
+                        self.following = None;
+                        self.await_upstream(addr, at)
+                    }
+                }
+            }
             (Op::Follow { addr, .. }, KevyOutcome::Upstream(None)) => {
                 self.done(Err(DataNodeError::UpstreamNotPrimary(addr)))
             }
@@ -524,6 +573,16 @@ impl KevyPolicy {
             return self.start(Op::FencePrimary, KevyCommand::Quiesce);
         }
         self.isolate()
+    }
+
+    /// Waits for `addr` to report itself a primary, then follows it.
+    fn await_upstream(&mut self, addr: String, at: Option<(String, u16)>) -> KevyStep {
+        let command = KevyCommand::AwaitPrimary {
+            addr: addr.clone(),
+            within: PROMOTION_WAIT_MS,
+        };
+        let upstream = UpstreamAt::NONE;
+        self.start(Op::Follow { addr, at, upstream }, command)
     }
 
     fn isolate(&mut self) -> KevyStep {

@@ -83,8 +83,10 @@ impl KevyPolicy {
             Some(marks) => marks.answered(&marks_asked, marks_answer.as_deref()),
             None => Vec::new(),
         };
-        self.stream.marks_confirmed(present);
+        self.stream.marks_confirmed(present.clone());
         let (mut info, token) = settled_role(info, token, info_after);
+        // Each mark found is in this process and no other (`kevy_mark`).
+        info.process_names = present;
         self.note_watchdog_clamps(watchdog_clamps, clock.mono);
         info.watchdog_clamps = watchdog_clamps;
         self.stream.identify(info.identity.as_deref());

@@ -198,6 +198,7 @@ fn following_waits_for_the_upstreams_promotion_and_counts_its_feed_as_the_join_f
         first,
         vec![
             KevyOutcome::Resolved(Ok(("10.0.0.2".into(), 6379))),
+            role(REPLICA_OF_NOWHERE),
             KevyOutcome::Upstream(Some(floor)),
             pipeline(),
             KevyOutcome::Lifted(Ok(())),
@@ -205,15 +206,10 @@ fn following_waits_for_the_upstreams_promotion_and_counts_its_feed_as_the_join_f
         0,
     );
     assert!(r.is_ok(), "{r:?}");
-    assert_eq!(
-        commands[1],
-        KevyCommand::AwaitPrimary {
-            addr: "n2:6379".into(),
-            within: PROMOTION_WAIT_MS
-        }
-    );
+    assert_eq!(commands[1], KevyCommand::ReadRole);
+    assert_eq!(commands[2], await_n2());
     assert!(
-        matches!(&commands[2], KevyCommand::ReplicaOf { to: Some((h, 16379)), .. } if h == "10.0.0.2"),
+        matches!(&commands[3], KevyCommand::ReplicaOf { to: Some((h, 16379)), .. } if h == "10.0.0.2"),
         "{commands:?}"
     );
     let info =
@@ -240,21 +236,109 @@ fn following_waits_for_the_upstreams_promotion_and_counts_its_feed_as_the_join_f
 #[test]
 fn an_upstream_that_never_becomes_a_primary_is_not_followed() {
     let mut p = policy();
-    let target = DataNodeTarget::Follow {
+    let commands = follow_n2_until_the_wait_fails(&mut p, REPLICA_OF_NOWHERE, 0);
+    assert_eq!(commands.last(), Some(&await_n2()));
+}
+
+/// Applies a follow of n2 whose own-node read answers `own_role` and whose
+/// wait for n2's promotion fails; returns the commands sent.
+fn follow_n2_until_the_wait_fails(
+    p: &mut KevyPolicy,
+    own_role: &str,
+    t: Millis,
+) -> Vec<KevyCommand> {
+    let first = p.apply(&follow_n2(), at(t));
+    let mut answers = vec![
+        KevyOutcome::Resolved(Ok(("10.0.0.2".into(), 6379))),
+        role(own_role),
+    ];
+    if own_role == WRITABLE_PRIMARY && !p.quiesce.is_set() {
+        answers.push(pipeline_read(
+            REPLICA_OF_NOWHERE,
+            [4, 700],
+            Some(REPLICA_OF_NOWHERE),
+        ));
+    }
+    answers.push(KevyOutcome::Upstream(None));
+    let (commands, r) = run(p, first, answers, t);
+    assert!(
+        matches!(r, Err(DataNodeError::UpstreamNotPrimary(_))),
+        "{r:?}"
+    );
+    commands
+}
+
+const REPLICA_OF_NOWHERE: &str =
+    "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:1\r\nmaster_link_status:down\r\n";
+const WRITABLE_PRIMARY: &str = "role:master\r\nconnected_slaves:0\r\nmaster_repl_offset:700\r\n";
+
+fn await_n2() -> KevyCommand {
+    KevyCommand::AwaitPrimary {
+        addr: "n2:6379".into(),
+        within: PROMOTION_WAIT_MS,
+    }
+}
+
+fn follow_n2() -> DataNodeTarget {
+    DataNodeTarget::Follow {
         primary: "n2".into(),
         primary_addr: "n2:6379".into(),
-    };
-    let first = p.apply(&target, at(0));
+    }
+}
+
+/// Protocol §6.4 (a fence lifted by hand): simulator seed 1091, where an
+/// operator's `REPLICAOF NO ONE` during one wait for the upstream's
+/// promotion lasted through the next wait as well.
+#[test]
+fn a_node_that_reads_as_a_writable_primary_is_demoted_before_any_wait_for_its_new_upstream() {
+    let mut p = policy();
+    // A first wait fails while someone promotes our node by hand.
+    follow_n2_until_the_wait_fails(&mut p, REPLICA_OF_NOWHERE, 0);
+    // The next attempt reads our node, finds it writable, and demotes it
+    // before it waits again.
+    let commands = follow_n2_until_the_wait_fails(&mut p, WRITABLE_PRIMARY, 1_020);
+    assert_eq!(commands[1], KevyCommand::ReadRole);
+    assert!(
+        matches!(&commands[2], KevyCommand::ReplicaOf { to: Some((h, 1)), .. } if h == "127.0.0.1"),
+        "demoted to nowhere before the wait: {commands:?}"
+    );
+    assert_eq!(commands[3], await_n2());
+    // Demoted by us: a promotion now waits out kevy's window again.
+    let step = p.apply(&DataNodeTarget::Primary, at(1_100));
+    assert!(
+        matches!(
+            step,
+            KevyStep::Done(Err(DataNodeError::PromotionHeld { .. }))
+        ),
+        "{step:?}"
+    );
+}
+
+/// A handover's old primary (§8) stays quiesced, a primary, while it waits
+/// for the node it handed over to: its quiesce is the fence.
+#[test]
+fn a_primary_fenced_by_our_quiesce_waits_for_its_new_upstream_without_a_demotion() {
+    let mut p = policy();
+    p.hold.observed(true, 0);
+    let first = p.apply(&DataNodeTarget::HandingOver, at(0));
     let (_, r) = run(
         &mut p,
         first,
-        vec![
-            KevyOutcome::Resolved(Ok(("10.0.0.2".into(), 6379))),
-            KevyOutcome::Upstream(None),
-        ],
+        vec![role(WRITABLE_PRIMARY), KevyOutcome::Quiesced(Ok(()))],
         0,
     );
-    assert!(matches!(r, Err(DataNodeError::UpstreamNotPrimary(_))));
+    assert!(r.is_ok(), "{r:?}");
+    let commands = follow_n2_until_the_wait_fails(&mut p, WRITABLE_PRIMARY, 500);
+    assert_eq!(
+        commands,
+        vec![
+            KevyCommand::Resolve {
+                addr: "n2:6379".into()
+            },
+            KevyCommand::ReadRole,
+            await_n2(),
+        ]
+    );
 }
 
 #[test]
@@ -752,4 +836,49 @@ fn a_poll_asks_about_the_files_mark_and_a_mark_it_finds_lets_the_files_position_
         (view.info.offset, view.info.stream.as_deref()),
         (800, Some("kevy-feed-3"))
     );
+}
+
+/// Protocol §6.10, "A join outlives its elector": the core's durable
+/// `joining_process` is asked about in every poll, and the marks a poll
+/// finds are the reading's process names.
+#[test]
+fn a_poll_asks_about_the_process_a_join_was_set_out_from_and_names_the_marks_it_finds() {
+    let mut p = KevyPolicy::new(
+        KevySettings {
+            mark_seed: Some(42),
+            ..settings()
+        },
+        5_000_000,
+    );
+    let pinned = "ab".repeat(20);
+    p.ask_about_joining_process(Some(pinned.clone()));
+    let asked = p.marks_to_check(None);
+    assert_eq!(asked, vec![pinned.clone()]);
+    let nowhere = "role:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:1\r\nmaster_link_status:down\r\nslave_repl_offset:0\r\n";
+    let reading = |answer: bool| KevyReading {
+        info: ReplicationInfo::parse(nowhere).unwrap(),
+        token: Some(redis::Value::Array(vec![
+            redis::Value::Int(0),
+            redis::Value::Int(0),
+        ])),
+        info_after: Some(ReplicationInfo::parse(nowhere).unwrap()),
+        watchdog_clamps: None,
+        position_file: None,
+        marks_asked: asked.clone(),
+        marks_answer: Some(vec![answer]),
+    };
+    let view = p.observed(reading(false), at(10));
+    assert!(view.info.process_names.is_empty(), "another process");
+    let view = p.observed(reading(true), at(20));
+    assert_eq!(view.info.process_names, vec![pinned]);
+    // Anything but a mark's sha is never asked about.
+    let mut p = KevyPolicy::new(
+        KevySettings {
+            mark_seed: Some(42),
+            ..settings()
+        },
+        5_000_000,
+    );
+    p.ask_about_joining_process(Some("run_id:5f1c".into()));
+    assert!(p.marks_to_check(None).is_empty());
 }
