@@ -84,7 +84,7 @@ impl Core {
     /// new process reads 0; it is proven once a reading finds the process
     /// the join was set out from ([`Core::prove_by_joining_process`]).
     pub(super) fn initial_proof(&self) -> Proof {
-        let fresh = self.must_hold().is_none() && self.state.stream.is_none();
+        let fresh = self.nothing_durable();
         let joined =
             self.unclaimed_join().is_some() && !self.cfg.faults.trust_a_fresh_start_during_a_join;
         if self.state.floor_unknown {
@@ -94,6 +94,12 @@ impl Core {
         } else {
             Proof::Unproven(Unproven::ElectorStarted)
         }
+    }
+
+    /// No stream record and nothing to hold: a node whose data node got
+    /// nothing it recorded (an unclaimed join aside).
+    fn nothing_durable(&self) -> bool {
+        self.must_hold().is_none() && self.state.stream.is_none()
     }
 
     /// A node that started with an unclaimed join and nothing else durable
@@ -109,8 +115,7 @@ impl Core {
         if self.data.proof != Proof::Unproven(Unproven::ElectorStarted)
             || !obs.reachable
             || !self.data_settled()
-            || self.state.stream.is_some()
-            || self.must_hold().is_some()
+            || !self.nothing_durable()
             || self.unclaimed_join().is_none()
         {
             return;

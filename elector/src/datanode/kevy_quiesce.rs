@@ -103,6 +103,12 @@ impl Quiesce {
                 .is_none_or(|at| now.saturating_sub(at) >= QUIESCE_THREAD_EXIT)
     }
 
+    /// Our quiesce is in force and young enough to fence the node (a write
+    /// refused as long as no handover thread nears its deadline).
+    pub(crate) fn fences(&self, now: Millis) -> bool {
+        self.is_set() && !self.outlived(now)
+    }
+
     /// A fence resting on the quiesce must give way to demotion: the oldest
     /// thread that may still run is [`FENCE_QUIESCE_MAX`] old.
     pub(crate) fn outlived(&self, now: Millis) -> bool {

@@ -376,8 +376,7 @@ impl KevyPolicy {
             DataNodeTarget::Primary => info.is_master() && self.quiesce.is_lifted(),
             DataNodeTarget::HandingOver => info.is_master() && self.quiesce.is_set(),
             DataNodeTarget::FencedPrimary => {
-                (info.is_master() && self.quiesce.is_set() && !self.quiesce.outlived(now))
-                    || follows_nowhere
+                (info.is_master() && self.quiesce.fences(now)) || follows_nowhere
             }
             DataNodeTarget::Isolated => follows_nowhere,
             DataNodeTarget::Follow { primary_addr, .. } => self
@@ -437,13 +436,9 @@ impl KevyPolicy {
             }
             (Op::FencePrimary, KevyOutcome::Quiesced(Err(e))) => self.done(Err(e)),
             (Op::Isolate, KevyOutcome::Replicated(read)) => {
-                match self.replaced(read, Some(nowhere()), clock) {
+                match self.left_for_nowhere(read, clock) {
                     Err(e) => self.done(Err(e)),
-                    Ok(()) => {
-                        self.hold.demoted(now);
-                        self.following = None;
-                        self.lift_then_done(Op::Isolate)
-                    }
+                    Ok(()) => self.lift_then_done(Op::Isolate),
                 }
             }
             (op @ (Op::Promote | Op::Isolate | Op::Follow { .. }), KevyOutcome::Lifted(r)) => {
@@ -473,21 +468,16 @@ impl KevyPolicy {
             (Op::Follow { .. }, KevyOutcome::Role(Err(e))) => self.done(Err(e)),
             (Op::Follow { addr, at, .. }, KevyOutcome::Role(Ok(info))) => {
                 self.hold.observed(info.is_master(), now);
-                let fenced_by_quiesce = self.quiesce.is_set() && !self.quiesce.outlived(now);
-                if info.is_master() && !fenced_by_quiesce {
+                if info.is_master() && !self.quiesce.fences(now) {
                     let command = self.replicaof(Some(nowhere()));
                     return self.start(Op::FenceBeforeFollow { addr, at }, command);
                 }
                 self.await_upstream(addr, at)
             }
             (Op::FenceBeforeFollow { addr, at }, KevyOutcome::Replicated(read)) => {
-                match self.replaced(read, Some(nowhere()), clock) {
+                match self.left_for_nowhere(read, clock) {
                     Err(e) => self.done(Err(e)),
-                    Ok(()) => {
-                        self.hold.demoted(now);
-                        self.following = None;
-                        self.await_upstream(addr, at)
-                    }
+                    Ok(()) => self.await_upstream(addr, at),
                 }
             }
             (Op::Follow { addr, .. }, KevyOutcome::Upstream(None)) => {
@@ -565,7 +555,7 @@ impl KevyPolicy {
     /// The lapsed lease's fence (see the module doc).
     fn fence_primary(&mut self, now: Millis) -> KevyStep {
         let outlived = self.quiesce.outlived(now);
-        if self.quiesce.is_set() && !outlived {
+        if self.quiesce.fences(now) {
             self.following = None;
             return self.done(Ok(()));
         }
@@ -573,6 +563,19 @@ impl KevyPolicy {
             return self.start(Op::FencePrimary, KevyCommand::Quiesce);
         }
         self.isolate()
+    }
+
+    /// A `REPLICAOF` towards nowhere came back: the node is a replica we
+    /// made, following nobody.
+    fn left_for_nowhere(
+        &mut self,
+        read: Result<PipelineRead, DataNodeError>,
+        clock: Clock,
+    ) -> Result<(), DataNodeError> {
+        self.replaced(read, Some(nowhere()), clock)?;
+        self.hold.demoted(clock.mono);
+        self.following = None;
+        Ok(())
     }
 
     /// Waits for `addr` to report itself a primary, then follows it.
