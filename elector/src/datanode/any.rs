@@ -63,6 +63,7 @@ impl AnyNode {
                     ack_nudge: dn.ack_nudge,
                     reconnect_window_ms: dn.kevy_reconnect_window_ms,
                     report_before_naming: false,
+                    believe_a_resync_by_itself: false,
                     // Fresh for every adapter instance: a mark is never
                     // offered to two processes (`kevy_mark`).
                     mark_seed: Some(rand::random()),

@@ -75,6 +75,24 @@ pub enum Reading {
 /// kevy's heartbeats, so a real floor is reached first.
 const FLOOR_GRACE_MS: u64 = 3_000;
 
+/// A runner that moved to another feed generation by itself: no
+/// `REPLICAOF` of ours since it joined the one before (it reconnected on
+/// its own to whatever process now holds its upstream's address, and took
+/// that feed's snapshot). kevy 7.0.0 then reports the new generation with
+/// the old one's applied offset until its next acknowledgement tick: the
+/// adapter contract saw `(new, 3)` on real kevy with an empty keyspace for
+/// about a second, then `(new, 0)` (docs/protocol.md §6.11). Believed, that
+/// offset claims writes the node never received in the new stream, and
+/// its drop looks like a restart (§6.8). It is not believed until it
+/// changes, is 0, or [`FLOOR_GRACE_MS`] has passed; meanwhile nothing is
+/// placed (the node's data is no longer the old generation's either).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ResyncedByItself {
+    generation: u64,
+    offset: u64,
+    since_ms: u64,
+}
+
 /// Where a primary's feed was when we pointed a replica at it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UpstreamAt {
@@ -238,6 +256,13 @@ pub(crate) struct StreamPosition {
     /// The process marks the reading at hand found in the process (ours
     /// first, when it is there).
     marks_present: Vec<String>,
+    /// The generation the runner last joined, since our last `REPLICAOF`.
+    joined_generation: Option<u64>,
+    /// A move to another generation by itself, its offset not believed yet.
+    resynced: Option<ResyncedByItself>,
+    /// A test-only switch: believe such a runner's offset at once, as the
+    /// adapter did before the contract found it (`false` everywhere else).
+    believe_a_resync_by_itself: bool,
 }
 
 /// The offset to report and whether the node's link to its upstream counts
@@ -262,12 +287,23 @@ impl StreamPosition {
         }
     }
 
+    /// With the test-only switch of `KevySettings` set as given.
+    pub(crate) fn believing_a_resync_by_itself(self, believe: bool) -> StreamPosition {
+        StreamPosition {
+            believe_a_resync_by_itself: believe,
+            ..self
+        }
+    }
+
     /// Another process answers now (the tether, §6.8): nothing held or
     /// read of the old one counts, and the shared file is trusted again only
     /// for what is written from `now_wall` on (a kevy in a container is
     /// process 1 at every start, so its id cannot tell the file's owner).
     pub(crate) fn new_incarnation(&mut self, now_wall: u64) {
-        *self = StreamPosition::since(now_wall);
+        *self = StreamPosition {
+            believe_a_resync_by_itself: self.believe_a_resync_by_itself,
+            ..StreamPosition::since(now_wall)
+        };
     }
 
     /// The process marks the next reading (a poll, or a `REPLICAOF`'s
@@ -288,6 +324,8 @@ impl StreamPosition {
         if self.identity.as_deref() != Some(identity) {
             if self.identity.is_some() {
                 self.held = None;
+                self.joined_generation = None;
+                self.resynced = None;
             }
             self.identity = Some(identity.to_string());
         }
@@ -330,7 +368,18 @@ impl StreamPosition {
             }
         }
         self.give_up_a_floor_never_reached(reading, now);
+        if !self.believed(reading, now) {
+            return Reported {
+                offset: info_offset,
+                link_joined: false,
+                generation: None,
+            };
+        }
         if let Some((generation, offset)) = self.joined(reading) {
+            self.joined_generation = match reading {
+                Reading::Replica { .. } => generation,
+                Reading::Primary { .. } => None,
+            };
             self.join_floor = 0;
             self.short_of_floor_since_ms = None;
             self.held = Some(Held {
@@ -361,6 +410,52 @@ impl StreamPosition {
             offset,
             link_joined: false,
             generation,
+        }
+    }
+
+    /// Whether the runner's offset may be taken as its position in the
+    /// generation it names ([`ResyncedByItself`]): `false` while it is the
+    /// offset a move by itself brought over from the generation before.
+    fn believed(&mut self, reading: &Reading, now: u64) -> bool {
+        let Reading::Replica {
+            generation,
+            offset,
+            syncing: false,
+            follows_someone: true,
+        } = *reading
+        else {
+            return true;
+        };
+        if generation == 0 || offset == 0 || self.believe_a_resync_by_itself {
+            return true;
+        }
+        if let Some(r) = self.resynced.filter(|r| r.generation == generation) {
+            if offset != r.offset || now.saturating_sub(r.since_ms) >= FLOOR_GRACE_MS {
+                self.resynced = None;
+                return true;
+            }
+            return false;
+        }
+        match self.joined_generation {
+            Some(joined) if joined != generation => {
+                tracing::warn!(
+                    from = joined,
+                    to = generation,
+                    offset,
+                    "kevy: the replica moved to another feed generation by itself; its offset is the old one's until kevy's next acknowledgement tick and is not believed until it changes"
+                );
+                // What it held of the old generation was replaced by the
+                // new feed's snapshot: nothing of it is held any more.
+                self.held = None;
+                self.joined_generation = None;
+                self.resynced = Some(ResyncedByItself {
+                    generation,
+                    offset,
+                    since_ms: now,
+                });
+                false
+            }
+            _ => true,
         }
     }
 
@@ -423,6 +518,8 @@ impl StreamPosition {
         self.join_floor = 0;
         self.floor_generation = None;
         self.short_of_floor_since_ms = None;
+        self.joined_generation = None;
+        self.resynced = None;
     }
 
     /// What the pipeline of a `REPLICAOF` read first (`INFO server`,

@@ -331,3 +331,60 @@ fn a_replicaof_towards_anyone_strips_the_mark_and_an_unmarked_file_needs_no_writ
     );
     assert_eq!(FileHeld::parse(&old.render()), Some(old));
 }
+
+/// A runner joined in generation 8 at 3, then found in generation 9 with
+/// no `REPLICAOF` of ours in between (its upstream's process was replaced
+/// and it reconnected by itself): kevy 7.0.0's token names 9 with 8's
+/// offset until its next acknowledgement tick (protocol §6.11).
+fn moved_by_itself(p: &mut StreamPosition, t0: u64) -> Reported {
+    p.following(floor(0));
+    let joined = p.observe_at(&replica(8, 3, false), 3, None, t0);
+    assert_eq!((joined.generation, joined.offset), (Some(8), 3));
+    p.observe_at(&replica(9, 3, false), 3, None, t0 + 100)
+}
+
+#[test]
+fn a_runner_that_moved_to_another_feed_by_itself_is_placed_nowhere_until_its_offset_changes() {
+    let mut p = tracker();
+    let t0 = 1_000_000;
+    let r = moved_by_itself(&mut p, t0);
+    assert_eq!(
+        (r.generation, r.link_joined),
+        (None, false),
+        "the carried-over offset is not a position in generation 9, nor is 8's held any more"
+    );
+    let r = p.observe_at(&replica(9, 3, false), 3, None, t0 + 900);
+    assert_eq!(r.generation, None, "still the carried-over offset");
+    let r = p.observe_at(&replica(9, 0, false), 3, None, t0 + 1_100);
+    assert_eq!((r.generation, r.offset, r.link_joined), (Some(9), 0, true));
+}
+
+#[test]
+fn a_carried_over_offset_that_never_changes_is_believed_after_three_heartbeats() {
+    let mut p = tracker();
+    let t0 = 1_000_000;
+    moved_by_itself(&mut p, t0);
+    let r = p.observe_at(&replica(9, 3, false), 3, None, t0 + 3_000);
+    assert_eq!(r.generation, None);
+    let r = p.observe_at(&replica(9, 3, false), 3, None, t0 + 3_100);
+    assert_eq!((r.generation, r.offset), (Some(9), 3));
+}
+
+#[test]
+fn a_new_generation_after_a_replicaof_of_ours_is_believed_at_once() {
+    let mut p = tracker();
+    p.following(floor(0));
+    p.observe_at(&replica(8, 3, false), 3, None, 0);
+    // Our REPLICAOF towards a new upstream: its runner starts over.
+    p.leaving_at(Some(&replica(8, 3, false)), None, 10);
+    p.following(floor(0));
+    let r = p.observe_at(&replica(9, 2, false), 3, None, 20);
+    assert_eq!((r.generation, r.offset, r.link_joined), (Some(9), 2, true));
+}
+
+#[test]
+fn with_the_test_switch_the_carried_over_offset_is_believed_as_before() {
+    let mut p = tracker().believing_a_resync_by_itself(true);
+    let r = moved_by_itself(&mut p, 1_000_000);
+    assert_eq!((r.generation, r.offset), (Some(9), 3));
+}

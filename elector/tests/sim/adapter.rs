@@ -205,7 +205,7 @@ impl Sim {
 
     /// The adapter's tether (§6.8): a connection to one data-node process,
     /// dead once that process is; a new one is a new incarnation.
-    fn check_tether(&mut self, i: usize) -> TetherCheck {
+    pub(super) fn check_tether(&mut self, i: usize) -> TetherCheck {
         let d = &self.nodes[i].data;
         if !d.up {
             return TetherCheck::Down;
@@ -253,7 +253,7 @@ impl Sim {
     }
 
     /// The data node carries out `REPLICAOF` & co., sent at `sent_at`.
-    fn server_apply(
+    pub(super) fn server_apply(
         &mut self,
         i: usize,
         target: DataNodeTarget,

@@ -86,6 +86,10 @@ pub struct KevyState {
     /// The process marks loaded into this process's script cache
     /// (`SCRIPT LOAD`; `datanode::kevy_mark`): gone with the process.
     pub marks: Vec<String>,
+    /// After a move to another generation by itself (its upstream's
+    /// process replaced, no `REPLICAOF`): the generation, the old applied
+    /// offset its token keeps naming, and until when (`sim/kevy.rs`).
+    pub stale_token: Option<(u64, u64, Millis)>,
 }
 
 impl DataNode {

@@ -42,12 +42,17 @@ const MID_CHANGE_MS: Millis = 50;
 /// kevy's tick at its default `[expiry] hz = 10`.
 const KEVY_TICK_MS: Millis = 100;
 
+/// How long a replica's token may keep an offset from before a move to
+/// another generation by itself: kevy's acknowledgement tick (seen on real
+/// kevy: about a second).
+const KEVY_ACK_TICK_MS: Millis = 1_000;
+
 /// A fresh policy for an elector incarnation (as `KevyNode::new`);
 /// `report_before_naming` switches "the tick after a promotion" off.
 /// `started`: the node's clock at the elector's start (the shared file's
 /// positions from before it count only under a process mark).
 pub(super) fn policy(
-    report_before_naming: bool,
+    (report_before_naming, believe_a_resync_by_itself): (bool, bool),
     mark_seed: Option<u128>,
     started: Millis,
 ) -> KevyPolicy {
@@ -59,6 +64,7 @@ pub(super) fn policy(
             ack_nudge: false,
             reconnect_window_ms: 1_000,
             report_before_naming,
+            believe_a_resync_by_itself,
             mark_seed,
         },
         started,
@@ -156,6 +162,13 @@ impl Sim {
             info.master_host = Some(host);
             info.master_port = Some(port);
             token = match k.runner {
+                Some((generation, _))
+                    if k.stale_token
+                        .is_some_and(|(g, _, until)| g == generation && self.now < until) =>
+                {
+                    let (_, stale, _) = k.stale_token.expect("checked");
+                    redis::Value::Array(vec![int(generation), int(stale)])
+                }
                 Some((generation, base)) => {
                     redis::Value::Array(vec![int(generation), int((d.log.len() - base) as u64)])
                 }
@@ -597,6 +610,18 @@ impl Sim {
         let (gen, base) = (self.kstate(u).generation, self.kstate(u).gen_base);
         let resync = !self.nodes[i].data.link_up || self.kstate(i).runner != Some((gen, base));
         if resync {
+            // A runner that moves to another generation by itself keeps
+            // the old one's applied offset in its token until its next
+            // acknowledgement tick (kevy 7.0.0; the adapter contract,
+            // protocol §6.11).
+            let held = self.nodes[i].data.log.len();
+            let now = self.now;
+            self.kstate_mut(i).stale_token = match self.kstate(i).runner {
+                Some((g, b)) if g != gen => {
+                    Some((gen, held.saturating_sub(b) as u64, now + KEVY_ACK_TICK_MS))
+                }
+                _ => None,
+            };
             let log = self.nodes[u].data.log.clone();
             let load_ms = load_ms(log.len());
             let loads = self.kevy_loads_snapshots;
@@ -665,7 +690,7 @@ impl Sim {
         }
         self.trace(i, "ELECTOR STOP (fencing first)");
         if self.nodes[i].data.kevy.is_some() && self.nodes[i].data.up {
-            let early = self.kevy_report_before_naming;
+            let early = self.kevy_switches();
             let seed = (!self.kevy_without_marks)
                 .then(|| ((i as u128) << 64) | (1 << 63) | u128::from(self.nodes[i].incarnation));
             let mut stopping = policy(early, seed, self.clock(i));
@@ -707,10 +732,7 @@ impl Sim {
             // Its own seed, apart from every elector incarnation's (bit 62)
             // and the stop's fence (bit 63); drawn from nothing random.
             let seed = (!self.kevy_without_marks).then_some(((i as u128) << 64) | (1 << 62));
-            (
-                policy(self.kevy_report_before_naming, seed, clock.wall),
-                process,
-            )
+            (policy(self.kevy_switches(), seed, clock.wall), process)
         });
         if spoke_to != process {
             watchdog.new_incarnation(clock);

@@ -3,6 +3,7 @@
 //! seed replays exactly: `SIM_SEED=<n> cargo test -p elector --test simulation`.
 
 mod adapter;
+mod alone;
 pub mod datalayer;
 mod faults;
 pub mod invariants;
@@ -227,6 +228,10 @@ pub struct Sim {
     /// Every kevy policy reports a promoted node's first master reading at
     /// once (a control: the tick after a promotion switched off).
     pub kevy_report_before_naming: bool,
+    /// The kevy policy believes the offset a replica brings over when it
+    /// moves to another feed generation by itself (a test-only switch:
+    /// the adapter before the contract found it, protocol §6.11).
+    pub kevy_believes_a_resync_by_itself: bool,
     /// Every kevy observation reads `INFO replication` once, before the
     /// token, as the adapter did before `KevyReading::info_after` (a
     /// control: a role changed by someone else mid-read is then read as
@@ -240,6 +245,9 @@ pub struct Sim {
     /// `--reset-state` did before `PersistedState::after_state_loss`: a
     /// control, so the model shows what the unknown floor is for.
     pub reset_as_fresh: bool,
+    /// Clients write to every writable data node (off when the adapter
+    /// contract suite is the only writer, `sim/alone.rs`).
+    pub clients_write: bool,
     /// The next node to become primary finds its disk broken at once: its
     /// first persist as primary (the stream epoch) fails (finding 2).
     pub break_disk_on_promotion: Option<u64>,
@@ -315,9 +323,11 @@ impl Sim {
             kevy_loads_snapshots: false,
             draws_data_stalls: false,
             kevy_report_before_naming: false,
+            kevy_believes_a_resync_by_itself: false,
             kevy_reads_role_once: false,
             kevy_without_marks: false,
             reset_as_fresh: false,
+            clients_write: true,
             priorities: vec![100; n],
             preempt: Preempt::default(),
             backend: Backend {
@@ -339,6 +349,10 @@ impl Sim {
             let witness = i >= data;
             let mut data_node = DataNode::new();
             data_node.up = !witness;
+            // Process ids unique across nodes as well as restarts, as Redis's
+            // `run_id` is: a name the model gives a process is never given to
+            // another (the adapter contract, protocol §6.11).
+            data_node.process_id = 1 + i as u64 * 1_000_000;
             if kevy && !witness {
                 sim.streams += 1;
                 data_node.kevy = Some(datalayer::KevyState {
@@ -398,6 +412,14 @@ impl Sim {
         // elector sees) is writable until its fence applies (§6.2).
         sim.inv.overlap_bound_ms = 50 + sim.world.fence_ms.1;
         sim
+    }
+
+    /// The kevy policy's test-only switches, as this simulation sets them.
+    pub(crate) fn kevy_switches(&self) -> (bool, bool) {
+        (
+            self.kevy_report_before_naming,
+            self.kevy_believes_a_resync_by_itself,
+        )
     }
 
     /// A stream id never used before (§6.10).
@@ -505,7 +527,7 @@ impl Sim {
         self.nodes[i].driver = (!self.nodes[i].witness).then(|| Driver::new("sim"));
         self.nodes[i].tether = None;
         let kevy = self.nodes[i].data.kevy.is_some();
-        let early = self.kevy_report_before_naming;
+        let switches = self.kevy_switches();
         // One seed per elector incarnation, as `rand::random` per adapter
         // in the shell; drawn from nothing random, so seeds replay.
         let mark_seed = (!self.kevy_without_marks)
@@ -515,7 +537,7 @@ impl Sim {
         // state's unclaimed join was set out from (§6.10).
         let joining_process = self.nodes[i].disk.joining_process().map(str::to_string);
         self.nodes[i].kevy_policy = kevy.then(|| {
-            let mut policy = kevy::policy(early, mark_seed, started);
+            let mut policy = kevy::policy(switches, mark_seed, started);
             policy.ask_about_joining_process(joining_process);
             policy
         });

@@ -42,7 +42,11 @@ impl Sim {
         }
         // Clients write to every node that accepts writes.
         for i in 0..n {
-            if self.nodes[i].data.writable() && !self.data_frozen(i) && self.rng.gen_bool(0.5) {
+            if self.clients_write
+                && self.nodes[i].data.writable()
+                && !self.data_frozen(i)
+                && self.rng.gen_bool(0.5)
+            {
                 let write_id = self.next_write;
                 self.next_write += 1;
                 let (index, chain) = self.nodes[i].data.append(write_id);

@@ -190,6 +190,11 @@ pub struct KevySettings {
     /// promotion" (`new_generation.rs`), so the simulator can show the
     /// mistake (`false` everywhere else).
     pub report_before_naming: bool,
+    /// A test-only switch: believe the offset a replica brings over when
+    /// it moves to another feed generation by itself, as the adapter did
+    /// before the contract found it (`kevy_stream::ResyncedByItself`), so
+    /// the simulator can show the mistake (`false` everywhere else).
+    pub believe_a_resync_by_itself: bool,
     /// Random, drawn once per adapter instance: the seed of the process
     /// marks this adapter loads ([`super::kevy_mark`]); `None`: no marks
     /// (a position held before our restart is then never trusted).
@@ -231,12 +236,14 @@ pub struct KevyPolicy {
 impl KevyPolicy {
     /// A policy whose shared-file positions count from `started_wall`.
     pub fn new(settings: KevySettings, started_wall: u64) -> KevyPolicy {
+        let believe_a_resync_by_itself = settings.believe_a_resync_by_itself;
         KevyPolicy {
             hold: PromotionHold::new(settings.reconnect_window_ms),
             marks: settings.mark_seed.map(ProcessMarks::new),
             settings,
             quiesce: Quiesce::default(),
-            stream: StreamPosition::since(started_wall),
+            stream: StreamPosition::since(started_wall)
+                .believing_a_resync_by_itself(believe_a_resync_by_itself),
             following: None,
             upstream_seen: None,
             writable_applied: false,

@@ -11,6 +11,7 @@ fn settings() -> KevySettings {
         ack_nudge: true,
         reconnect_window_ms: 1_000,
         report_before_naming: false,
+        believe_a_resync_by_itself: false,
         mark_seed: None,
     }
 }

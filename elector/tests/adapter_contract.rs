@@ -1,0 +1,94 @@
+//! The adapter contract suite (docs/protocol.md §6.11; issue 34): the same
+//! checks on four targets (real Redis, real kevy 7.0.0, and the
+//! simulator's Redis-like and kevy models, each behind the adapter code
+//! that drives it in production or in the simulator), and a control that
+//! shows the checks catch an adapter reading kevy's `INFO` as Redis's.
+
+#[allow(dead_code)] // the simulator is shared with the simulation tests
+mod sim;
+mod support;
+
+mod contract;
+
+use contract::real::{Backend, RealTarget};
+use contract::sim_target::SimTarget;
+
+/// Simulator seeds per model (each a different world of delays);
+/// `SIM_CONTRACT_SEEDS` raises it.
+fn sim_seeds() -> u64 {
+    std::env::var("SIM_CONTRACT_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+}
+
+#[test]
+fn the_contract_holds_on_real_redis() {
+    let readings =
+        contract::run_all(|| RealTarget::start(Backend::Redis)).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("real Redis: {readings} readings held to the rules");
+}
+
+#[test]
+fn the_contract_holds_on_real_kevy() {
+    let readings =
+        contract::run_all(|| RealTarget::start(Backend::Kevy)).unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("real kevy: {readings} readings held to the rules");
+}
+
+#[test]
+fn the_contract_holds_on_the_simulated_redis_like_node() {
+    for seed in 0..sim_seeds() {
+        contract::run_all(|| SimTarget::new(seed, false)).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+#[test]
+fn the_contract_holds_on_the_simulated_kevy_node() {
+    for seed in 0..sim_seeds() {
+        contract::run_all(|| SimTarget::new(seed, true)).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// The check both controls must fail, and its failure.
+fn restarted_empty_check_fails(make: impl Fn() -> SimTarget) -> String {
+    const CHECK: &str = "a_primary_restarted_empty_leaves_no_reading_that_claims_what_it_lost";
+    let failure = contract::run_one(CHECK, make).expect_err("the contract found nothing wrong");
+    assert!(failure.contains(CHECK), "{failure}");
+    failure
+}
+
+/// The control: kevy 7.0.0's `INFO` read as Redis's (one stream for good,
+/// the offset a lifetime maximum) is what lost every acknowledged write
+/// when a primary's kevy restarted empty (issue 34 (a)); the contract must
+/// say so.
+#[test]
+fn the_contract_catches_an_adapter_that_reads_kevy_info_as_redis() {
+    let failure = restarted_empty_check_fails(|| {
+        let mut t = SimTarget::new(1, true);
+        t.reads_info_as_redis = true;
+        t
+    });
+    assert!(
+        failure.contains("truthful"),
+        "failed for another reason: {failure}"
+    );
+}
+
+/// The control of the rule the contract found on real kevy (protocol
+/// §6.11, "A move by itself"): a replica whose upstream's process was
+/// replaced reconnects by itself and its token keeps the old generation's
+/// offset for a tick; an adapter that believes it reports a position its
+/// node does not hold, which drops back within one process.
+#[test]
+fn the_contract_catches_a_kevy_adapter_that_believes_a_resync_by_itself() {
+    let failure = restarted_empty_check_fails(|| {
+        let mut t = SimTarget::new(1, true);
+        t.sim.kevy_believing_a_resync_by_itself();
+        t
+    });
+    assert!(
+        failure.contains("monotonic"),
+        "failed for another reason: {failure}"
+    );
+}
