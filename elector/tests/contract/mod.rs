@@ -292,6 +292,10 @@ pub fn checks<T: Target>() -> Vec<Check<T>> {
             a_fenced_primary_refuses_writes_stays_a_primary_and_keeps_its_data,
         ),
         (
+            "a_primary_handing_over_refuses_writes_and_keeps_its_replica_streaming",
+            a_primary_handing_over_refuses_writes_and_keeps_its_replica_streaming,
+        ),
+        (
             "an_isolated_node_refuses_writes_follows_nowhere_and_keeps_its_data",
             an_isolated_node_refuses_writes_follows_nowhere_and_keeps_its_data,
         ),
@@ -310,6 +314,10 @@ pub fn checks<T: Target>() -> Vec<Check<T>> {
         (
             "a_primary_restarted_empty_leaves_no_reading_that_claims_what_it_lost",
             a_primary_restarted_empty_leaves_no_reading_that_claims_what_it_lost,
+        ),
+        (
+            "a_primary_restarted_with_its_files_leaves_no_reading_that_claims_what_it_lacks",
+            a_primary_restarted_with_its_files_leaves_no_reading_that_claims_what_it_lacks,
         ),
     ]
 }
@@ -363,6 +371,31 @@ fn a_fenced_primary_refuses_writes_stays_a_primary_and_keeps_its_data<T: Target>
     })?;
     ensure(!c.t.satisfies(0, &info, &DataNodeTarget::Primary), || {
         format!("a fenced primary's reading satisfies Primary: {info:?}")
+    })
+}
+
+/// A planned handover's drain (§8): no writes, still a primary, and its
+/// replica keeps its stream and position, so the successor can catch up.
+fn a_primary_handing_over_refuses_writes_and_keeps_its_replica_streaming<T: Target>(
+    c: &mut Contract<T>,
+) -> Result<(), String> {
+    let (w, before) = replicate(c)?;
+    let info = c.reach(0, &DataNodeTarget::HandingOver)?;
+    ensure(info.role == "master", || {
+        format!("handing over: role {}", info.role)
+    })?;
+    ensure(c.t.write(0).is_err(), || {
+        "a primary handing over took a write".into()
+    })?;
+    ensure(!c.t.satisfies(0, &info, &DataNodeTarget::Primary), || {
+        format!("a primary handing over satisfies Primary: {info:?}")
+    })?;
+    let stream = before.stream.clone();
+    let replica = c.read_until(1, 2_000, "still in its primary's stream", |r| {
+        r.stream == stream && r.offset >= before.offset
+    })?;
+    ensure(c.t.holds(1, &w) == Some(true), || {
+        format!("the replica of a primary handing over lost a write: {replica:?}")
     })
 }
 
@@ -493,6 +526,24 @@ fn a_primary_restarted_empty_leaves_no_reading_that_claims_what_it_lost<T: Targe
     // whatever the new process serves. Every reading of either node from
     // here is held to the rules, the truthful one above all.
     c.restart(0, false);
+    for _ in 0..30 {
+        c.read(1).or_else(ignore_unreachable)?;
+        c.read(0).or_else(ignore_unreachable)?;
+        c.t.pass(100)?;
+    }
+    Ok(())
+}
+
+/// The same with the primary's files kept (its AOF): the new process may
+/// serve what it loaded, in a new stream or its old one, and its replica
+/// (kevy) may move to it by itself; nothing read may claim more than the
+/// node holds.
+fn a_primary_restarted_with_its_files_leaves_no_reading_that_claims_what_it_lacks<T: Target>(
+    c: &mut Contract<T>,
+) -> Result<(), String> {
+    replicate(c)?;
+    c.acknowledged_write(0, 1)?;
+    c.restart(0, true);
     for _ in 0..30 {
         c.read(1).or_else(ignore_unreachable)?;
         c.read(0).or_else(ignore_unreachable)?;
