@@ -429,34 +429,38 @@ impl StreamPosition {
         if generation == 0 || offset == 0 || self.believe_a_resync_by_itself {
             return true;
         }
-        if let Some(r) = self.resynced.filter(|r| r.generation == generation) {
-            if offset != r.offset || now.saturating_sub(r.since_ms) >= FLOOR_GRACE_MS {
-                self.resynced = None;
-                return true;
+        let moved_from = match self.resynced {
+            Some(r) if r.generation == generation => {
+                if offset != r.offset || now.saturating_sub(r.since_ms) >= FLOOR_GRACE_MS {
+                    self.resynced = None;
+                    return true;
+                }
+                return false;
             }
-            return false;
-        }
-        match self.joined_generation {
-            Some(joined) if joined != generation => {
-                tracing::warn!(
-                    from = joined,
-                    to = generation,
-                    offset,
-                    "kevy: the replica moved to another feed generation by itself; its offset is the old one's until kevy's next acknowledgement tick and is not believed until it changes"
-                );
-                // What it held of the old generation was replaced by the
-                // new feed's snapshot: nothing of it is held any more.
-                self.held = None;
-                self.joined_generation = None;
-                self.resynced = Some(ResyncedByItself {
-                    generation,
-                    offset,
-                    since_ms: now,
-                });
-                false
-            }
-            _ => true,
-        }
+            // Moved again before its offset was believed.
+            Some(r) => r.generation,
+            None => match self.joined_generation {
+                Some(joined) if joined != generation => joined,
+                _ => return true,
+            },
+        };
+        tracing::warn!(
+            from = moved_from,
+            to = generation,
+            offset,
+            "kevy: the replica moved to another feed generation by itself; its offset is the old one's until kevy's next acknowledgement tick and is not believed until it changes"
+        );
+        // What it held of the old generation was replaced by the new feed's
+        // snapshot: nothing held or written of it before now counts.
+        self.held = None;
+        self.joined_generation = None;
+        self.since_ms = self.since_ms.max(now);
+        self.resynced = Some(ResyncedByItself {
+            generation,
+            offset,
+            since_ms: now,
+        });
+        false
     }
 
     /// A runner that has everything but the floor for [`FLOOR_GRACE_MS`]

@@ -388,3 +388,41 @@ fn with_the_test_switch_the_carried_over_offset_is_believed_as_before() {
     let r = moved_by_itself(&mut p, 1_000_000);
     assert_eq!((r.generation, r.offset), (Some(9), 3));
 }
+
+#[test]
+fn a_second_move_before_the_first_offset_was_believed_is_not_believed_either() {
+    let mut p = tracker();
+    let t0 = 1_000_000;
+    moved_by_itself(&mut p, t0);
+    let r = p.observe_at(&replica(10, 3, false), 3, None, t0 + 200);
+    assert_eq!(
+        r.generation, None,
+        "generation 10 came with the same carried-over offset"
+    );
+}
+
+#[test]
+fn a_position_file_written_before_a_move_by_itself_is_not_reported_after_it() {
+    let mut p = tracker();
+    let t0 = 1_000_000;
+    // Written by our last REPLICAOF's pipeline: generation 7 at 40.
+    let file = FileHeld {
+        identity: "process_id:7".into(),
+        held: Held {
+            generation: Some(7),
+            offset: 40,
+            at_ms: t0 - 10,
+        },
+        mark: None,
+    };
+    p.following(floor(0));
+    p.observe_at(&replica(8, 3, false), 3, Some(&file), t0);
+    p.observe_at(&replica(9, 3, false), 3, Some(&file), t0 + 100);
+    // Syncing again: not joined, so a held position would be reported.
+    let r = p.observe_at(&replica(9, 0, true), 3, Some(&file), t0 + 200);
+    assert_ne!(
+        (r.generation, r.offset),
+        (Some(7), 40),
+        "the file's generation-7 position is of data the node no longer has"
+    );
+}
