@@ -21,11 +21,6 @@ impl Adapter {
         AnyNode::from_config(config).map(|node| Adapter { node })
     }
 
-    /// `kevy` or `redis`.
-    pub fn kind(&self) -> &'static str {
-        self.node.kind()
-    }
-
     /// Reads the data node, fresh, as every poll of the runtime does.
     pub async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
         self.node.observe().await

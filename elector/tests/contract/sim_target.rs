@@ -11,7 +11,6 @@ use elector::datanode::ReplicationInfo;
 
 pub struct SimTarget {
     pub sim: Sim,
-    kevy: bool,
     /// A reading as an adapter that trusts kevy's `INFO` would give it
     /// (the stream unnamed by the feed, the offset a lifetime maximum):
     /// the control that shows the contract can fail.
@@ -24,7 +23,6 @@ impl SimTarget {
     pub fn new(seed: u64, kevy: bool) -> SimTarget {
         SimTarget {
             sim: Sim::data_nodes_alone(seed, 2, kevy),
-            kevy,
             reads_info_as_redis: false,
             lifetime_max: vec![0; 2],
         }
@@ -35,7 +33,8 @@ impl Target for SimTarget {
     type Write = (usize, Entry);
 
     fn name(&self) -> String {
-        let model = if self.kevy { "kevy" } else { "Redis-like" };
+        let kevy = self.sim.nodes[0].data.kevy.is_some();
+        let model = if kevy { "kevy" } else { "Redis-like" };
         format!("the simulator's {model} model (seed {})", self.sim.seed)
     }
 
