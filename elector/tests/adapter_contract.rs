@@ -13,13 +13,10 @@ mod contract;
 use contract::real::{Backend, RealTarget};
 use contract::sim_target::SimTarget;
 
-/// Simulator seeds per model (each a different world of delays);
-/// `SIM_CONTRACT_SEEDS` raises it.
-fn sim_seeds() -> u64 {
-    std::env::var("SIM_CONTRACT_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20)
+/// Simulator seeds per model (each a different world of delays):
+/// `SIM_CONTRACT_SEEDS` raises the count, `SIM_SEED=<n>` replays one.
+fn sim_seeds() -> Vec<u64> {
+    sim::seeds_from_env("SIM_CONTRACT_SEEDS", 20)
 }
 
 #[test]
@@ -38,14 +35,14 @@ fn the_contract_holds_on_real_kevy() {
 
 #[test]
 fn the_contract_holds_on_the_simulated_redis_like_node() {
-    for seed in 0..sim_seeds() {
+    for seed in sim_seeds() {
         contract::run_all(|| SimTarget::new(seed, false)).unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
 #[test]
 fn the_contract_holds_on_the_simulated_kevy_node() {
-    for seed in 0..sim_seeds() {
+    for seed in sim_seeds() {
         contract::run_all(|| SimTarget::new(seed, true)).unwrap_or_else(|e| panic!("{e}"));
     }
 }
