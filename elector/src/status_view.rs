@@ -174,6 +174,7 @@ impl StatusBook {
                 link_up: info.map(|i| i.is_master() || i.link_up),
                 proof: (!core.config().i_am_witness()).then(|| core.proof().as_str().to_string()),
                 floor: core.floor().map(|f| f.pair()),
+                must_hold: core.must_hold().map(|f| f.pair()),
                 below_floor: core.below_floor(),
             },
             peers: core

@@ -29,6 +29,8 @@ const OLD_RULES: Faults = Faults {
     fences_wait_for_persist: false,
     count_an_unproven_join_from_zero: true,
     trust_a_fresh_start_during_a_join: true,
+    trust_a_recorded_reading_during_a_join: true,
+    count_the_joined_sources_offer_against_the_join: true,
 };
 
 fn world(seed: u64, gate: bool) -> World {
@@ -62,11 +64,7 @@ fn settle(sim: &mut Sim, from: u64) -> Result<(), String> {
     let Some(p) = sim.primary() else {
         return Err("no primary after the heal (and no data node holds every acknowledged write for an operator to choose)".into());
     };
-    let lost = sim
-        .acked
-        .iter()
-        .filter(|w| !sim.nodes[p].data.holds(w.index, w.chain))
-        .count();
+    let lost = sim.acknowledged_writes_missing_on(p);
     if lost > 0 {
         return Err(format!("the primary lacks {lost} acknowledged writes"));
     }

@@ -373,10 +373,20 @@ fn random_fault_schedules_on_kevy_keep_every_invariant_and_converge_after_healin
 /// schedules on the Redis-like and the kevy model. Nothing fails over while
 /// a node is down; after the final heal one primary holds every
 /// acknowledged write. `SIM_TWO_NODE_SEEDS` sets how many (default 300).
+/// Two-node schedules that once failed, run whatever the seed count: 373
+/// (kevy: the joined primary, proven in the stream it started, refused for
+/// ever by its follower's unclaimed join, which counted kevy's
+/// lifetime-maximum `INFO` offset in the joined epoch; §6.10 "The joined
+/// stream's source").
+const TWO_NODE_REGRESSION_SEEDS: &[u64] = &[373];
+
 #[test]
 fn random_fault_schedules_on_two_nodes_keep_every_invariant_and_converge_after_healing() {
     let mut operator = [0u64; 2];
-    for seed in sim::seeds_from_env("SIM_TWO_NODE_SEEDS", 300) {
+    for seed in with_regressions(
+        sim::seeds_from_env("SIM_TWO_NODE_SEEDS", 300),
+        TWO_NODE_REGRESSION_SEEDS,
+    ) {
         for (i, kevy) in [false, true].into_iter().enumerate() {
             let pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0x2002);
             match run_schedule_on(seed, (2, 0), Faults::default(), pick, None, kevy) {
@@ -468,11 +478,14 @@ fn counting_an_unproven_join_from_zero_is_caught_by_the_invariants() {
 /// fresh start trusted during an unclaimed join, a replica whose first data
 /// was the joined stream comes back after its host crashed as a new kevy
 /// process reading 0, counts as empty, and votes for a node without the
-/// write it acknowledged; the invariants see the write lost.
+/// write it acknowledged; the invariants see the write lost. "A join whose
+/// process is gone" closes the same hole a second way (the join is a floor
+/// of `(joined, 0)` until the process is found), so both are put back.
 #[test]
 fn trusting_a_fresh_start_during_a_join_is_caught_by_the_invariants() {
     let faults = Faults {
         trust_a_fresh_start_during_a_join: true,
+        trust_a_recorded_reading_during_a_join: true,
         ..Faults::default()
     };
     a_loading_seed_loses_a_write_under(5700, faults, "a fresh start trusted during a join");
@@ -1515,4 +1528,25 @@ fn a_replica_reset_as_a_fresh_node_is_caught_losing_acknowledged_writes() {
     });
     let (seed, e) = found.expect("no seed showed a reset as a fresh node losing a write");
     eprintln!("seed {seed}: {e}");
+}
+
+/// The control of seed 373 (§6.10, "The joined stream's source"): with the joined primary's offer judged against what the
+/// unclaimed join read, two kevy nodes elect nobody after the final heal.
+#[test]
+fn counting_the_joined_sources_offer_against_the_join_leaves_two_kevy_nodes_without_a_primary() {
+    let faults = Faults {
+        count_the_joined_sources_offer_against_the_join: true,
+        ..Faults::default()
+    };
+    for seed in TWO_NODE_REGRESSION_SEEDS {
+        let pick = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(seed ^ 0x2002);
+        let Err(failure) = run_schedule_on(*seed, (2, 0), faults, pick, None, true) else {
+            panic!("seed {seed} elected with the join counted against its source");
+        };
+        assert!(
+            failure.1.contains("0 primaries"),
+            "seed {seed} failed otherwise: {}",
+            failure.1
+        );
+    }
 }

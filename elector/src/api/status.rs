@@ -71,6 +71,13 @@ pub struct DataNodeStatus {
     /// node held while following, so the most it may have acknowledged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<(u64, u64)>,
+    /// What the node must not stand or vote below, the highest of: the
+    /// floor, what its data node held as primary, the watchdog's hint of a
+    /// stream it was joining, and `[joined epoch, 0]` for a join whose
+    /// data-node process is gone (§6.10). Above `floor` when one of the
+    /// others is what keeps the node from standing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub must_hold: Option<(u64, u64)>,
     /// The data node may lack what it acknowledged (unproven, or proven
     /// below the floor): this node does not stand and votes with its floor
     /// until it holds the floor again or an operator accepts the loss
@@ -245,6 +252,7 @@ impl StatusSnapshot {
                 link_up: None,
                 proof: None,
                 floor: None,
+                must_hold: None,
                 below_floor: false,
             },
             peers: Vec::new(),

@@ -601,6 +601,10 @@ impl Config {
             fences_wait_for_persist: has("fences_wait_for_persist"),
             count_an_unproven_join_from_zero: has("count_an_unproven_join_from_zero"),
             trust_a_fresh_start_during_a_join: has("trust_a_fresh_start_during_a_join"),
+            trust_a_recorded_reading_during_a_join: has("trust_a_recorded_reading_during_a_join"),
+            count_the_joined_sources_offer_against_the_join: has(
+                "count_the_joined_sources_offer_against_the_join",
+            ),
         }
     }
 

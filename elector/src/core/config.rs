@@ -173,6 +173,17 @@ pub struct Faults {
     /// loading, three nodes, seed 5700, §6.10 "A join outlives its
     /// elector").
     pub trust_a_fresh_start_during_a_join: bool,
+    /// An inherited unclaimed join is trusted once a reading proves the
+    /// position in the recorded stream, whatever process the data node is
+    /// now: a data node back from files older than the join votes for a
+    /// candidate without what it acknowledged there (kevy with loading,
+    /// seed 1588's shape, §6.10 "A join whose process is gone").
+    pub trust_a_recorded_reading_during_a_join: bool,
+    /// The joined primary's offer in its own stream is judged against what
+    /// the unclaimed join read, as before §6.10 "The joined stream's
+    /// source": kevy's lifetime-maximum `INFO` offset then refuses it for
+    /// ever (two kevy nodes, seed 373: a liveness control).
+    pub count_the_joined_sources_offer_against_the_join: bool,
 }
 
 /// What the core must know of its data node's kind (§6.10).

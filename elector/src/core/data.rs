@@ -41,6 +41,13 @@ pub(super) struct DataView {
     /// epoch, that it never told its data node to take writes there
     /// (§6.10): the joined stream never began, so the join places nothing.
     pub(crate) void_join: Option<u64>,
+    /// The process the unclaimed join was set out from (`joining_process`)
+    /// is gone or unknown: the data node restarted since, a reading named
+    /// only other processes, or this elector started with the join and no
+    /// reading has named that process yet (§6.10, "A join whose process is
+    /// gone"). While that process runs, its readings say what it received
+    /// in the join.
+    pub(crate) joining_process_gone: bool,
 }
 
 impl Default for DataView {
@@ -59,6 +66,7 @@ impl Default for DataView {
             forced_tries: 0,
             inherited_join: false,
             void_join: None,
+            joining_process_gone: false,
         }
     }
 }
@@ -114,6 +122,7 @@ impl Core {
             offset,
             ..obs.clone()
         };
+        self.note_joining_process(&obs);
         self.claim_stream(&obs);
         self.disprove_on_another_stream(&obs);
         self.prove_from_reading(&obs);
@@ -243,6 +252,18 @@ impl Core {
         // candidate without it (chaos seed 21: a restarted Redis said
         // offset 1, and its elector voted for a replica 928 KB behind).
         self.data.proof = Proof::Unproven(Unproven::DataNodeRestarted);
+        self.data.joining_process_gone = true;
+        if self.unclaimed_join().is_some() && !self.data.inherited_join {
+            // Restarted in the claim window: the process that may have
+            // acknowledged the joined stream's writes is gone, and the new
+            // one may read an older stream from older files (§6.10, "A
+            // join whose process is gone"), as after a host crash.
+            tracing::info!(
+                joining = self.state.joining,
+                "data node restarted during a join no reading claimed: what it took there is unknown"
+            );
+            self.data.inherited_join = true;
+        }
         self.data.serving = None;
         self.sync_floor(true);
         self.target.stream_claim = None;
@@ -379,6 +400,7 @@ impl Core {
                 .first()
                 .filter(|_| self.data.obs.reachable)
                 .cloned();
+            self.data.joining_process_gone = false;
             self.data.inherited_join = false;
             self.outbox.persist();
         }

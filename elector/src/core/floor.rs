@@ -99,7 +99,10 @@ impl Core {
     /// No stream record and nothing to hold: a node whose data node got
     /// nothing it recorded (an unclaimed join aside).
     fn nothing_durable(&self) -> bool {
-        self.must_hold().is_none() && self.state.stream.is_none()
+        self.state.floor.is_none()
+            && self.state.held.is_none()
+            && self.unplaced_hint().is_none()
+            && self.state.stream.is_none()
     }
 
     /// A node that started with an unclaimed join and nothing else durable
@@ -153,10 +156,15 @@ impl Core {
     /// data node held as primary, and what the watchdog saw it hold in a
     /// stream it was joining (§6.10).
     pub(crate) fn must_hold(&self) -> Option<Floor> {
-        [self.state.floor, self.state.held, self.unplaced_hint()]
-            .into_iter()
-            .flatten()
-            .max()
+        [
+            self.state.floor,
+            self.state.held,
+            self.unplaced_hint(),
+            self.join_of_a_gone_process(),
+        ]
+        .into_iter()
+        .flatten()
+        .max()
     }
 
     /// What this node must not vote below (§6.10): as [`Core::must_hold`],
@@ -172,7 +180,11 @@ impl Core {
             .state
             .held
             .filter(|_| self.cfg.held_guards_the_promise());
-        let unplaced = self.unplaced_hint().filter(|_| with_unplaced);
+        let unplaced = [self.unplaced_hint(), self.join_of_a_gone_process()]
+            .into_iter()
+            .flatten()
+            .max()
+            .filter(|_| with_unplaced);
         [self.state.floor, held, unplaced]
             .into_iter()
             .flatten()
@@ -426,6 +438,54 @@ impl Core {
         }
     }
 
+    /// Keeps track of whether the data node is the process the unclaimed
+    /// join was set out from: a reading that names it says so, one that
+    /// names only other processes says not (a restart says not too,
+    /// `Core::on_data_node_restarted`, and so does this elector's start
+    /// until a reading names it). A reading that names nobody (a kevy whose
+    /// mark is not loaded yet) changes nothing.
+    pub(super) fn note_joining_process(&mut self, obs: &Observation) {
+        let Some(process) = self.state.joining_process.as_deref() else {
+            return;
+        };
+        if !obs.reachable || obs.process_names.is_empty() {
+            return;
+        }
+        let gone = !obs.process_names.iter().any(|n| n == process);
+        if gone != self.data.joining_process_gone {
+            tracing::info!(
+                process,
+                gone,
+                joining = self.state.joining,
+                "data node read as the process the join was set out from, or as another"
+            );
+            self.data.joining_process_gone = gone;
+        }
+    }
+
+    /// An inherited unclaimed join whose process is gone: `(joined, 0)`,
+    /// a floor (§6.10, "A join whose process is gone"). The process the
+    /// join was set out from may have received, and acknowledged, the
+    /// joined stream's writes; another process (a host crash, a restart
+    /// under a running elector) may read an *older* stream from older
+    /// files, which the record names, so the reading proves a position
+    /// that lacks them. Seed 1588's shape (kevy with loading): n3
+    /// acknowledged write 133 of epoch 3 while loading n1's snapshot, its
+    /// host crashed, its kevy came back reading the recorded epoch 1 at 28,
+    /// and n3 voted for n2 at `(1, 106)`, made writable without the write.
+    /// Until the joined stream is claimed, the joined primary frees the
+    /// join (`led`, `u`) or an operator accepts the loss, the node neither
+    /// stands nor votes below `(joined, 0)`; in the joined epoch it votes
+    /// only for the joined primary ([`Core::unproven_join_refuses`]).
+    pub(super) fn join_of_a_gone_process(&self) -> Option<Floor> {
+        if self.cfg.faults.trust_a_recorded_reading_during_a_join || !self.data.joining_process_gone
+        {
+            return None;
+        }
+        let joined = self.inherited_unclaimed_join()?;
+        Some(Floor::new(joined, 0))
+    }
+
     /// Whether `stream` is the one the durable record names (a reading of
     /// an unnamed stream is not).
     fn is_recorded_stream(&self, stream: Option<&StreamId>) -> bool {
@@ -501,12 +561,14 @@ impl Core {
         if self.cfg.faults.count_an_unproven_join_from_zero {
             return false;
         }
-        let Some((joined, _)) = self.unplaced_reading() else {
+        let unproven = self
+            .unplaced_reading()
+            .filter(|_| self.data.proof != Proof::Proven)
+            .map(|(joined, _)| joined);
+        let Some(joined) = unproven.or(self.join_of_a_gone_process().map(|f| f.data_epoch)) else {
             return false;
         };
-        self.data.proof != Proof::Proven
-            && position.0 == joined
-            && self.state.joining_primary.as_deref() != Some(candidate)
+        position.0 == joined && self.state.joining_primary.as_deref() != Some(candidate)
     }
 
     /// Writes a risen floor once a heartbeat at most, or at once when
@@ -534,8 +596,9 @@ impl Core {
         self.data.below_floor_reported = below;
         if below {
             tracing::warn!(
-                floor = ?self.state.floor, proof = self.data.proof.as_str(),
-                position = ?self.proven_position(),
+                floor = ?self.state.floor, must_hold = ?self.must_hold(),
+                join_of_a_gone_process = ?self.join_of_a_gone_process(),
+                proof = self.data.proof.as_str(), position = ?self.proven_position(),
                 "data node below its floor: not standing, voting with the floor"
             );
             self.notify(Notice::Fault {

@@ -143,6 +143,8 @@ impl Core {
         }
         core.data.proof = core.initial_proof();
         core.data.inherited_join = core.unclaimed_join().is_some();
+        // Which process the data node is now, nobody has read yet (§6.10).
+        core.data.joining_process_gone = core.data.inherited_join;
         core.data.below_floor_reported = core.below_floor();
         core.outbox.fence_waits = core.cfg.faults.fences_wait_for_persist;
         core

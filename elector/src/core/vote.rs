@@ -71,6 +71,33 @@ impl Core {
             && led.is_some_and(|led| led < joined)
     }
 
+    /// Whether `candidate` is the joined epoch's primary offering a position
+    /// in the joined epoch's own stream, on a backend whose every promotion
+    /// and every data-node restart starts a new stream (kevy, §6.10 "The
+    /// joined stream's source"). Only the process that started that stream
+    /// can be read in it, and it stands only proven there and not below
+    /// what it held as primary: its live offset is the most any replica
+    /// holds of that stream, so what this node read during the unclaimed
+    /// join (an unplaced reading, the watchdog's unplaced hint, a join
+    /// whose process is gone) places nothing above it. Counted, kevy's
+    /// `INFO` offset (a lifetime maximum over every stream the process
+    /// followed) refused the very source of the joined stream for ever
+    /// (simulator, two kevy nodes, seed 373). Not on Redis: a Redis
+    /// restarted from an older RDB is read in its old stream again, so a
+    /// joined primary there may offer less than a replica acknowledged.
+    fn joined_source_offers(&self, candidate: &str, position: (u64, u64)) -> bool {
+        let Some(joined) = self.inherited_unclaimed_join() else {
+            return false;
+        };
+        self.cfg.backend.promotion_restarts_stream
+            && !self
+                .cfg
+                .faults
+                .count_the_joined_sources_offer_against_the_join
+            && self.state.joining_primary.as_deref() == Some(candidate)
+            && position.0 == joined
+    }
+
     /// `stream` is one this node's data node held as its primary, and the
     /// data promise needs no old primary's tail (§6.10).
     fn served_unguarded(&self, stream: u64) -> bool {
@@ -152,9 +179,17 @@ impl Core {
         } else if self.data.obs.offset.is_none() || !self.data_settled_after_sync() {
             Err(RejectReason::OwnOffsetUnknown)
         } else {
-            let disowned = self.join_disowned_by(candidate, led);
+            let never_led = self.join_disowned_by(candidate, led);
+            let source = self.joined_source_offers(candidate, position);
+            let disowned = never_led || source;
             if position < self.voting_position_against(disowned) {
                 return Err(RejectReason::CandidateBehind);
+            }
+            if source && !never_led && position < self.voting_position() {
+                tracing::info!(
+                    epoch, %candidate, ?position, joining = self.state.joining,
+                    "the joined stream's source offers its live position there: what the unclaimed join read places nothing above it"
+                );
             }
             if !disowned && self.unproven_join_refuses(candidate, position) {
                 tracing::info!(
@@ -163,7 +198,7 @@ impl Core {
                 );
                 return Err(RejectReason::CandidateBehind);
             }
-            if disowned && position < self.voting_position() {
+            if never_led && position < self.voting_position() {
                 tracing::info!(
                     epoch, %candidate, ?position, ?led, joining = self.state.joining,
                     "the joined epoch's primary never led it: the unclaimed join's reading places nothing there"

@@ -51,6 +51,9 @@ pub trait Target {
     /// under the same adapter, with its files or empty, as its
     /// configuration starts it (a replica of nowhere).
     fn restart(&mut self, i: usize, keep_data: bool);
+    /// Node `i`'s data-node process stops (`paused`: SIGSTOP, a stalled
+    /// disk or a hung host) or resumes (SIGCONT), under its adapter.
+    fn pause(&mut self, i: usize, paused: bool);
 }
 
 /// An acknowledged write and where its primary stood right after it.
@@ -319,6 +322,14 @@ pub fn checks<T: Target>() -> Vec<Check<T>> {
             "a_primary_restarted_with_its_files_leaves_no_reading_that_claims_what_it_lacks",
             a_primary_restarted_with_its_files_leaves_no_reading_that_claims_what_it_lacks,
         ),
+        (
+            "a_stalled_primary_resumes_in_its_stream_with_its_data_and_its_replica",
+            a_stalled_primary_resumes_in_its_stream_with_its_data_and_its_replica,
+        ),
+        (
+            "a_stalled_replica_catches_up_without_claiming_what_it_missed",
+            a_stalled_replica_catches_up_without_claiming_what_it_missed,
+        ),
     ]
 }
 
@@ -540,6 +551,72 @@ fn a_primary_restarted_with_its_files_leaves_no_reading_that_claims_what_it_lack
     c.acknowledged_write(0, 1)?;
     c.restart(0, true);
     read_both_for_three_seconds(c)
+}
+
+/// How long a stall lasts: past kevy's reconnect window (1 s in the real
+/// target's configuration) and its replicas' own reconnects, so whatever a
+/// data node does about a silent peer, it has done.
+const STALL_MS: u64 = 3_000;
+
+/// A data node stalled (SIGSTOP) under its adapter (issue 34: parts fail
+/// alone): its readings fail while it is stopped (no breach), its replica's
+/// readings stay truthful and monotonic, and once it resumes it is the
+/// primary it was, in the stream it was, with everything it held, and its
+/// replica acknowledges its next write in that stream.
+fn a_stalled_primary_resumes_in_its_stream_with_its_data_and_its_replica<T: Target>(
+    c: &mut Contract<T>,
+) -> Result<(), String> {
+    let (w, before) = replicate(c)?;
+    c.t.pause(0, true);
+    for _ in 0..STALL_MS / 100 {
+        c.read(1).or_else(ignore_unreachable)?;
+        c.t.pass(100)?;
+    }
+    c.t.pause(0, false);
+    let info = c.reach(0, &DataNodeTarget::Primary)?;
+    ensure(c.t.holds(0, &w) == Some(true), || {
+        "a primary lost a write in a stall".into()
+    })?;
+    let w2 = c.acknowledged_write(0, 1)?;
+    let stream = c.read(0)?.stream;
+    ensure(info.stream.is_none() || stream == before.stream, || {
+        format!(
+            "a stall moved the primary from {:?} to {stream:?}",
+            before.stream
+        )
+    })?;
+    ensure(
+        c.t.holds(1, &w) == Some(true) && c.t.holds(1, &w2) == Some(true),
+        || "the replica of a stalled primary lacks an acknowledged write".into(),
+    )
+}
+
+/// The replica stalls while its primary takes writes: once it resumes, no
+/// reading places it at or past a write before it holds it (the truthful
+/// rule, on every reading), and it catches up in its primary's stream.
+fn a_stalled_replica_catches_up_without_claiming_what_it_missed<T: Target>(
+    c: &mut Contract<T>,
+) -> Result<(), String> {
+    replicate(c)?;
+    c.t.pause(1, true);
+    let mut missed = Vec::new();
+    for _ in 0..3 {
+        // `WAIT 0`: the primary's own position is what the rule compares.
+        missed.push(c.acknowledged_write(0, 0)?);
+        c.t.pass(STALL_MS / 3)?;
+    }
+    c.t.pause(1, false);
+    let at = c.read(0)?;
+    let (stream, offset) = (at.stream.clone(), at.offset);
+    c.read_until(1, 10_000, "caught up in its primary's stream", |r| {
+        r.stream == stream && r.offset >= offset
+    })?;
+    for w in &missed {
+        ensure(c.t.holds(1, w) == Some(true), || {
+            format!("the resumed replica lacks {w:?}")
+        })?;
+    }
+    Ok(())
 }
 
 /// Reads both nodes every 100 ms for 3 s, each reading held to the rules;

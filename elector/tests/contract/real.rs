@@ -266,6 +266,16 @@ impl Target for RealTarget {
         Ok(())
     }
 
+    fn pause(&mut self, i: usize, paused: bool) {
+        let pid = self.nodes[i].process.as_ref().expect("running").id();
+        let signal = if paused { "-STOP" } else { "-CONT" };
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} {pid}: {status}");
+    }
+
     fn restart(&mut self, i: usize, keep_data: bool) {
         self.stop_data(i);
         if !keep_data {

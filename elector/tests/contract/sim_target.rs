@@ -79,8 +79,9 @@ impl Target for SimTarget {
     }
 
     fn holds(&mut self, i: usize, (index, entry): &Self::Write) -> Option<bool> {
+        let answers = !self.sim.data_frozen(i);
         let d = &self.sim.nodes[i].data;
-        d.up.then(|| d.holds(*index, entry.chain))
+        (d.up && answers).then(|| d.holds(*index, entry.chain))
     }
 
     fn pass(&mut self, ms: u64) -> Result<(), String> {
@@ -90,5 +91,13 @@ impl Target for SimTarget {
 
     fn restart(&mut self, i: usize, keep_data: bool) {
         self.sim.restart_data(i, !keep_data);
+    }
+
+    fn pause(&mut self, i: usize, paused: bool) {
+        if paused {
+            self.sim.stall_data(i, 3_600_000);
+        } else {
+            self.sim.nodes[i].data.stalled_until = self.sim.now;
+        }
     }
 }

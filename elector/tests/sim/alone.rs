@@ -79,6 +79,11 @@ impl Sim {
         target: &DataNodeTarget,
     ) -> Result<(), DataNodeError> {
         if self.nodes[i].kevy_policy.is_none() {
+            if self.data_frozen(i) {
+                // A real adapter's command times out; the suite applies
+                // nothing to a stopped node, so none is left queued.
+                return Err(DataNodeError::Unreachable("timed out (stalled)".into()));
+            }
             let now = self.now;
             return self.server_apply(i, target.clone(), now);
         }
@@ -102,6 +107,11 @@ impl Sim {
     pub fn adapter_observe(&mut self, i: usize) -> Result<ReplicationInfo, DataNodeError> {
         let tether = self.check_tether(i);
         if self.nodes[i].kevy_policy.is_none() {
+            if self.data_frozen(i) {
+                return Err(DataNodeError::Unreachable(
+                    "read timed out (stalled)".into(),
+                ));
+            }
             return self.nodes[i].data.info();
         }
         match self.kevy_observe(i, tether) {
@@ -127,7 +137,7 @@ impl Sim {
     /// A client's write on node `i`, refused unless it is a writable
     /// primary: where it landed in the log.
     pub fn client_write(&mut self, i: usize) -> Option<(usize, Entry)> {
-        if !self.nodes[i].data.writable() {
+        if !self.nodes[i].data.writable() || self.data_frozen(i) {
             return None;
         }
         let write_id = self.next_write;

@@ -457,6 +457,15 @@ impl Sim {
         self.data
     }
 
+    /// How many acknowledged writes node `i`'s data node lacks.
+    pub fn acknowledged_writes_missing_on(&self, i: usize) -> usize {
+        let data = &self.nodes[i].data;
+        self.acked
+            .iter()
+            .filter(|w| !data.holds(w.index, w.chain))
+            .count()
+    }
+
     pub fn primary(&self) -> Option<usize> {
         let p: Vec<usize> = (0..self.nodes.len())
             .filter(|&i| self.role_of(i) == Some(Role::Primary))

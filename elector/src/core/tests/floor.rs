@@ -1055,3 +1055,182 @@ fn an_elector_restarted_in_its_first_join_is_proven_only_by_the_process_it_set_o
     let step = n.handle(9_000, offer_at(2, "n1", 0, 0));
     assert_eq!(reject_reason(&step), None, "{step:?}");
 }
+
+/// A reading of data-node process `process` in `stream_id` at `offset`.
+fn process_reads_in(offset: u64, applied_seq: u64, stream_id: &str, process: &str) -> Event {
+    Event::DataNode(Observation {
+        reachable: true,
+        offset: Some(offset),
+        link_up: false,
+        applied_seq,
+        offset_at_apply: Some(0),
+        stream: stream(stream_id),
+        process_names: vec![process.into()],
+        ..Observation::default()
+    })
+}
+
+/// n2's data node, process `run_id:a`, follows n1's epoch-1 stream "s1" at
+/// 500; then n2 is told of n3's epoch-2 primary and sets out to join it (the
+/// join written with process `a`), and no reading claims the join.
+fn joining_from_process_a() -> Node {
+    let mut n = node("n2");
+    n.handle(50, process_reads_in(0, 0, "s1", "run_id:a"));
+    n.handle(100, primary_says("n1", 1, 500, 100));
+    let seq = n.core.target.seq;
+    n.settle_writes(101);
+    n.handle(
+        102,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(500),
+            link_up: true,
+            applied_seq: seq,
+            offset_at_apply: Some(0),
+            stream: stream("s1"),
+            process_names: vec!["run_id:a".into()],
+            ..Observation::default()
+        }),
+    );
+    n.settle_writes(103);
+    n.handle(200, primary_says("n3", 2, 900, 200));
+    n.settle_writes(201);
+    assert_eq!(n.core.persisted().joining(), 2);
+    assert_eq!(n.core.persisted().joining_process(), Some("run_id:a"));
+    n
+}
+
+#[test]
+fn a_join_whose_process_is_gone_is_not_proven_by_a_reading_in_the_older_recorded_stream() {
+    // §6.10, "A join whose process is gone" (simulator, kevy with loading,
+    // seed 1588's shape): the process the join was set out from may have
+    // acknowledged epoch 2's writes; back from older files after its host
+    // crashed, another process reads the *recorded* epoch-1 stream, which
+    // proves a position that lacks them.
+    let durable = joining_from_process_a().core.persisted().clone();
+    let mut n = restarted(durable.clone());
+    n.handle(5_001, process_reads_in(500, 1, "s1", "run_id:b"));
+    assert!(
+        n.core.below_floor(),
+        "it may lack what it acknowledged in epoch 2: no standing"
+    );
+    let step = n.handle(9_000, offer_led(3, "n1", (1, 500), Some(1)));
+    assert_eq!(
+        reject_reason(&step),
+        Some(RejectReason::CandidateBehind),
+        "epoch 1's stream lacks whatever epoch 2 took"
+    );
+    let step = n.handle(9_100, offer_led(4, "n3", (2, 900), Some(2)));
+    assert!(
+        step.persist.is_some(),
+        "the joined primary, the stream's source, gets the vote: {step:?}"
+    );
+    // The process the join was set out from has run since and still reads
+    // the old stream: it never took epoch 2's data (a sync replaces the
+    // stream), and the node votes as before its restart.
+    let mut n = restarted(durable);
+    n.handle(5_001, process_reads_in(500, 1, "s1", "run_id:a"));
+    assert!(!n.core.below_floor());
+    let step = n.handle(9_000, offer_led(3, "n1", (1, 500), Some(1)));
+    assert_eq!(reject_reason(&step), None, "{step:?}");
+}
+
+#[test]
+fn a_data_node_restarted_during_a_join_no_reading_claimed_votes_as_after_a_host_crash() {
+    // §6.10, "A join whose process is gone": the elector ran throughout,
+    // but the process that may have acknowledged epoch 2's writes while
+    // every read failed (a kevy loading the snapshot) is gone.
+    let mut n = joining_from_process_a();
+    let seq = n.core.target.seq;
+    n.handle(
+        300,
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(500),
+            applied_seq: seq,
+            offset_at_apply: Some(0),
+            generation: 1,
+            stream: stream("s1"),
+            process_names: vec!["run_id:b".into()],
+            ..Observation::default()
+        }),
+    );
+    assert!(n.core.below_floor());
+    // n3 goes quiet: n2 detaches, and its data node settles there.
+    n.handle(3_000, Event::Tick);
+    let read = |seq| {
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(500),
+            applied_seq: seq,
+            offset_at_apply: Some(500),
+            generation: 1,
+            stream: stream("s1"),
+            process_names: vec!["run_id:b".into()],
+            ..Observation::default()
+        })
+    };
+    n.handle(3_050, read(n.core.target.seq));
+    assert!(n.core.below_floor(), "it never stands meanwhile");
+    let step = n.handle(3_100, offer_led(3, "n1", (1, 500), Some(1)));
+    assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind));
+}
+
+#[test]
+fn trusting_a_recorded_reading_during_a_join_votes_for_the_older_stream() {
+    // The control of the rule above: with it switched off, the restarted
+    // node proven in its recorded stream votes for epoch 1 at 500.
+    let durable = joining_from_process_a().core.persisted().clone();
+    let mut cfg = config("n2");
+    cfg.faults.trust_a_recorded_reading_during_a_join = true;
+    let mut n = Node {
+        core: Core::new(cfg, durable, 5_000),
+        gate: Gate::default(),
+    };
+    n.start(5_000);
+    n.handle(5_001, process_reads_in(500, 1, "s1", "run_id:b"));
+    let step = n.handle(9_000, offer_led(3, "n1", (1, 500), Some(1)));
+    assert_eq!(reject_reason(&step), None, "{step:?}");
+}
+
+#[test]
+fn on_kevy_the_joined_streams_source_gets_the_vote_whatever_the_join_read() {
+    // §6.10, "The joined stream's source" (simulator, two kevy nodes, seed
+    // 373): the unplaced reading is kevy's `INFO` offset, a lifetime
+    // maximum over every stream the process followed, while the joined
+    // primary's live offset in its own stream is the most any replica holds
+    // there: counted against it, the join refused its own source for ever.
+    let durable = died_while_joining();
+    let vote = |promotion_restarts_stream: bool, candidate: &str, position: (u64, u64)| {
+        let mut cfg = config("n2");
+        cfg.backend.promotion_restarts_stream = promotion_restarts_stream;
+        let mut n = Node {
+            core: Core::new(cfg, durable.clone(), 5_000),
+            gate: Gate::default(),
+        };
+        n.start(5_000);
+        n.handle(5_001, reading(700, 1, false, None, 0));
+        let step = n.handle(9_000, offer_led(3, candidate, position, Some(2)));
+        reject_reason(&step)
+    };
+    assert_eq!(
+        vote(true, "n3", (2, 23)),
+        None,
+        "kevy: the source of epoch 2's stream, proven there"
+    );
+    assert_eq!(
+        vote(true, "n1", (2, 800)),
+        Some(RejectReason::CandidateBehind),
+        "another holder of epoch 2's stream is still judged by what the join read"
+    );
+    assert_eq!(
+        vote(true, "n3", (1, 900)),
+        Some(RejectReason::CandidateBehind),
+        "the joined primary offering an older stream is not the source of the joined one"
+    );
+    assert_eq!(
+        vote(false, "n3", (2, 23)),
+        Some(RejectReason::CandidateBehind),
+        "Redis: a primary restarted from an older RDB reads its old stream again"
+    );
+}
