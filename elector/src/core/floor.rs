@@ -448,7 +448,9 @@ impl Core {
         let Some(process) = self.state.joining_process.as_deref() else {
             return;
         };
-        if !obs.reachable || obs.process_names.is_empty() {
+        if !obs.reachable || obs.process_names.is_empty() || self.unclaimed_join().is_none() {
+            // A claimed join's process says nothing any more (and logging
+            // each of its restarts would only be noise).
             return;
         }
         let gone = !obs.process_names.iter().any(|n| n == process);
