@@ -458,6 +458,7 @@ impl Sim {
     }
 
     /// How many acknowledged writes node `i`'s data node lacks.
+    #[allow(dead_code)] // used by tests/kevy_simulation.rs and tests/join_process_gone.rs
     pub fn acknowledged_writes_missing_on(&self, i: usize) -> usize {
         let data = &self.nodes[i].data;
         self.acked
