@@ -159,8 +159,7 @@ impl Core {
         [
             self.state.floor,
             self.state.held,
-            self.unplaced_hint(),
-            self.join_of_a_gone_process(),
+            self.unclaimed_join_floor(),
         ]
         .into_iter()
         .flatten()
@@ -170,7 +169,7 @@ impl Core {
     /// What this node must not vote below (§6.10): as [`Core::must_hold`],
     /// but its held position only where the data promise needs an old
     /// primary's tail ([`super::CoreConfig::held_guards_the_promise`]), and
-    /// the watchdog's unplaced hint only `with_unplaced` (not against the
+    /// what an unclaimed join holds it to only `with_unplaced` (not against the
     /// joined epoch's primary that disowned the join, `Core::join_disowned_by`).
     /// Elsewhere that tail is unacknowledged by construction, and counting
     /// it let an old primary whose data node came back unproven refuse its
@@ -180,11 +179,7 @@ impl Core {
             .state
             .held
             .filter(|_| self.cfg.held_guards_the_promise());
-        let unplaced = [self.unplaced_hint(), self.join_of_a_gone_process()]
-            .into_iter()
-            .flatten()
-            .max()
-            .filter(|_| with_unplaced);
+        let unplaced = self.unclaimed_join_floor().filter(|_| with_unplaced);
         [self.state.floor, held, unplaced]
             .into_iter()
             .flatten()
@@ -486,6 +481,14 @@ impl Core {
         }
         let joined = self.inherited_unclaimed_join()?;
         Some(Floor::new(joined, 0))
+    }
+
+    /// What an inherited unclaimed join holds the node to (§6.10): the
+    /// watchdog's unplaced hint, or `(joined, 0)` when the join's process
+    /// is gone, the higher. The joined epoch's own primary can waive it
+    /// (`Core::join_disowned_by`, `Core::joined_source_offers`).
+    fn unclaimed_join_floor(&self) -> Option<Floor> {
+        self.unplaced_hint().max(self.join_of_a_gone_process())
     }
 
     /// Whether `stream` is the one the durable record names (a reading of

@@ -993,14 +993,7 @@ fn an_old_primary_of_three_nodes_back_unproven_refuses_a_survivor_below_its_tail
 /// A reading at `offset` in no named stream, of the data-node process
 /// named `process` (its Redis `run_id`, or a kevy process mark).
 fn process_reads(offset: u64, applied_seq: u64, process: &str) -> Event {
-    Event::DataNode(Observation {
-        reachable: true,
-        offset: Some(offset),
-        applied_seq,
-        offset_at_apply: Some(0),
-        process_names: vec![process.into()],
-        ..Observation::default()
-    })
+    process_reads_in_stream(offset, applied_seq, None, process)
 }
 
 /// A fresh n2 (nothing durable) whose data node reads as process `a`, told
@@ -1058,13 +1051,23 @@ fn an_elector_restarted_in_its_first_join_is_proven_only_by_the_process_it_set_o
 
 /// A reading of data-node process `process` in `stream_id` at `offset`.
 fn process_reads_in(offset: u64, applied_seq: u64, stream_id: &str, process: &str) -> Event {
+    process_reads_in_stream(offset, applied_seq, stream(stream_id), process)
+}
+
+/// A reading of data-node process `process` in `stream_id` (or in no named
+/// stream) at `offset`, its link down.
+fn process_reads_in_stream(
+    offset: u64,
+    applied_seq: u64,
+    stream_id: Option<StreamId>,
+    process: &str,
+) -> Event {
     Event::DataNode(Observation {
         reachable: true,
         offset: Some(offset),
-        link_up: false,
         applied_seq,
         offset_at_apply: Some(0),
-        stream: stream(stream_id),
+        stream: stream_id,
         process_names: vec![process.into()],
         ..Observation::default()
     })
