@@ -31,6 +31,7 @@ const OLD_RULES: Faults = Faults {
     trust_a_fresh_start_during_a_join: true,
     trust_a_recorded_reading_during_a_join: true,
     count_the_joined_sources_offer_against_the_join: true,
+    doubt_the_joining_process: true,
 };
 
 fn world(seed: u64, gate: bool) -> World {

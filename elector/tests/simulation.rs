@@ -1550,3 +1550,31 @@ fn counting_the_joined_sources_offer_against_the_join_leaves_two_kevy_nodes_with
         );
     }
 }
+
+/// The control of §6.10 "The joining process's own reading" (a liveness
+/// control): with the reading of the very process a join was set out from
+/// counted unproven, a kevy schedule that now elects on its own calls the
+/// operator instead (found by the chaos run, kevy, five nodes, seed 7;
+/// seeds 18, 21 and 24 of the simulator's kevy schedules when written). A
+/// change of timing moves such a schedule to other seeds, so the control
+/// looks for one, those first.
+#[test]
+fn doubting_the_joining_process_calls_the_operator_where_the_rule_elects() {
+    let doubting = Faults {
+        doubt_the_joining_process: true,
+        ..Faults::default()
+    };
+    let operator_calls = |seed, faults| {
+        run_kevy_schedule(seed, faults, |_| {})
+            .1
+            .ok()
+            .map(|sim| sim.operator_interventions)
+    };
+    let found = [18, 21, 24].into_iter().chain(0..3_000).find(|&seed| {
+        operator_calls(seed, Faults::default()) == Some(0)
+            && operator_calls(seed, doubting).is_some_and(|n| n > 0)
+    });
+    let seed =
+        found.expect("no kevy schedule shows the joining process's reading sparing the operator");
+    eprintln!("doubt_the_joining_process calls the operator in kevy seed {seed}");
+}

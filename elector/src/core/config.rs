@@ -184,6 +184,12 @@ pub struct Faults {
     /// source": kevy's lifetime-maximum `INFO` offset then refuses it for
     /// ever (two kevy nodes, seed 373: a liveness control).
     pub count_the_joined_sources_offer_against_the_join: bool,
+    /// An inherited unclaimed join read from the very process it was set
+    /// out from counts as unproven, as before §6.10's "A join outlives its
+    /// elector" covered it: a 0 there refuses every replica that claimed
+    /// the joined stream (kevy chaos, five nodes, seed 7: a liveness
+    /// control).
+    pub doubt_the_joining_process: bool,
 }
 
 /// What the core must know of its data node's kind (§6.10).

@@ -542,10 +542,35 @@ impl Core {
             return None;
         }
         let offset = obs.offset.unwrap_or(0);
-        if offset == 0 && self.data.proof == Proof::Proven {
+        if offset == 0 && self.reading_vouched_for() {
             return None;
         }
         Some((epoch, offset))
+    }
+
+    /// Whether the data node's reading says what it holds as a running
+    /// elector's would (§6.10, "A join outlives its elector"): the position
+    /// is proven, or the reading names the very process the unclaimed join
+    /// was set out from. That process has run since the join, so its
+    /// offset did not start again (kevy's `INFO` offset is the process's
+    /// lifetime maximum; a Redis replica's offset moves only forward within
+    /// a process): a 0 there means it never took a frame of the joined
+    /// stream, and a larger offset is at least what it acknowledged there.
+    /// The chaos run found the difference (kevy, five nodes, seed 7): n1's
+    /// elector restarted during a join while its kevy ran on and read 0 in
+    /// the joined stream; counted unproven, it refused n4 at `(7, 47)` for
+    /// ever and the operator was called.
+    fn reading_vouched_for(&self) -> bool {
+        if self.data.proof == Proof::Proven {
+            return true;
+        }
+        if self.cfg.faults.doubt_the_joining_process || self.data.joining_process_gone {
+            return false;
+        }
+        let Some(process) = self.state.joining_process.as_deref() else {
+            return false;
+        };
+        self.data.obs.process_names.iter().any(|n| n == process)
     }
 
     /// An inherited unclaimed join read unproven refuses `candidate` at
@@ -568,7 +593,7 @@ impl Core {
         }
         let unproven = self
             .unplaced_reading()
-            .filter(|_| self.data.proof != Proof::Proven)
+            .filter(|_| !self.reading_vouched_for())
             .map(|(joined, _)| joined);
         let Some(joined) = unproven.or(self.join_of_a_gone_process().map(|f| f.data_epoch)) else {
             return false;

@@ -1237,3 +1237,55 @@ fn on_kevy_the_joined_streams_source_gets_the_vote_whatever_the_join_read() {
         "Redis: a primary restarted from an older RDB reads its old stream again"
     );
 }
+
+#[test]
+fn the_joining_process_reading_nothing_in_the_joined_stream_votes_for_a_replica_that_claimed_it() {
+    // §6.10, "A join outlives its elector" (kevy chaos, five nodes, seed 7):
+    // n2's elector restarted during its join while its data node, the very
+    // process the join was set out from, ran on and read 0 in the joined
+    // stream: it never took a frame there, so a replica that claimed epoch 2
+    // at 47 holds all it could have acknowledged. Counted unproven, n2
+    // refused it for ever.
+    let durable = joining_from_process_a().core.persisted().clone();
+    let vote_for_a_claimer = |process: &str, offset: u64, faults: Faults| {
+        let mut cfg = config("n2");
+        cfg.faults = faults;
+        let mut n = Node {
+            core: Core::new(cfg, durable.clone(), 5_000),
+            gate: Gate::default(),
+        };
+        n.start(5_000);
+        n.handle(5_001, process_reads_in(offset, 1, "s3", process));
+        let step = n.handle(9_000, offer_led(3, "n1", (2, 47), Some(1)));
+        reject_reason(&step)
+    };
+    assert_eq!(
+        vote_for_a_claimer("run_id:a", 0, Faults::default()),
+        None,
+        "the joining process read nothing of epoch 2"
+    );
+    assert_eq!(
+        vote_for_a_claimer("run_id:a", 40, Faults::default()),
+        None,
+        "the joining process holds at most 40 of epoch 2: 47 covers it"
+    );
+    assert_eq!(
+        vote_for_a_claimer("run_id:a", 60, Faults::default()),
+        Some(RejectReason::CandidateBehind),
+        "it may have acknowledged up to 60 of epoch 2"
+    );
+    assert_eq!(
+        vote_for_a_claimer("run_id:b", 0, Faults::default()),
+        Some(RejectReason::CandidateBehind),
+        "another process's 0 says nothing of what its files hold"
+    );
+    let doubting = Faults {
+        doubt_the_joining_process: true,
+        ..Faults::default()
+    };
+    assert_eq!(
+        vote_for_a_claimer("run_id:a", 0, doubting),
+        Some(RejectReason::CandidateBehind),
+        "the control: counted unproven, the join refuses every claimer"
+    );
+}
