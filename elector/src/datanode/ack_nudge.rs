@@ -33,6 +33,7 @@ use super::ack_nudge_pacer::{Bracket, Check, Next, Pacer, CHECK_EVERY};
 #[cfg(doc)]
 use super::ack_nudge_pacer::{HOT_FOR, NUDGE_EVERY};
 use super::client::{Credentials, RespClient};
+use super::kevy_policy::NudgeView;
 use super::kevy_stream::{primary_feed_generation, primary_feed_offset};
 use super::ReplicationInfo;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -71,7 +72,7 @@ pub(crate) struct Shared {
     /// Replicas the last `INFO` listed: `WAIT 0 0` below this is lag.
     pub(crate) replicas: AtomicU64,
     /// What every replica acknowledged by the adapter's last `INFO`, when
-    /// that view is trusted (see `KevyNode::feed_nudger`).
+    /// that view is trusted (see `Nudger::feed`).
     acked_by_all: Mutex<Option<u64>>,
     /// Nudges sent, taken by the adapter's report.
     pub(crate) sent: AtomicU64,
@@ -101,6 +102,75 @@ impl Shared {
 pub(crate) fn spawn(address: &str, credentials: &Credentials, shared: Arc<Shared>) {
     let client = RespClient::new(address, credentials);
     tokio::spawn(run(client, shared));
+}
+
+/// The nudger as its adapter holds it: started on the first view it is fed
+/// (when `data_node.ack_nudge` is on), disarmed before every command that
+/// changes the node's role, and ended with the adapter.
+pub(crate) struct Nudger {
+    address: String,
+    credentials: Credentials,
+    enabled: bool,
+    shared: Option<Arc<Shared>>,
+}
+
+impl Nudger {
+    pub(crate) fn new(address: &str, credentials: &Credentials, enabled: bool) -> Nudger {
+        Nudger {
+            address: address.to_string(),
+            credentials: credentials.clone(),
+            enabled,
+            shared: None,
+        }
+    }
+
+    /// Hands the poll's view to the nudger (started on first use).
+    pub(crate) fn feed(&mut self, view: NudgeView, offset: u64) {
+        if !self.enabled {
+            return;
+        }
+        tracing::trace!(
+            armed = view.armed,
+            due = view.due,
+            offset,
+            replicas = view.replicas,
+            "acknowledgement nudger fed"
+        );
+        let shared = self.shared.get_or_insert_with(|| {
+            let shared = Arc::new(Shared::default());
+            spawn(&self.address, &self.credentials, shared.clone());
+            shared
+        });
+        shared.replicas.store(view.replicas, Ordering::SeqCst);
+        shared.set_acked_by_all(view.acked_by_all);
+        shared.armed.store(view.armed, Ordering::SeqCst);
+        if view.due {
+            shared.wake.notify_one();
+        }
+    }
+
+    pub(crate) fn disarm(&self) {
+        if let Some(shared) = &self.shared {
+            shared.disarm();
+        }
+    }
+
+    /// Nudges sent since the last call.
+    pub(crate) fn take_sent(&self) -> u64 {
+        self.shared
+            .as_ref()
+            .map_or(0, |s| s.sent.swap(0, Ordering::Relaxed))
+    }
+}
+
+impl Drop for Nudger {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.disarm();
+            shared.closed.store(true, Ordering::SeqCst);
+            shared.wake.notify_one();
+        }
+    }
 }
 
 /// The fresh lag check, in one round trip: `WAIT 0 0` answers at once with
