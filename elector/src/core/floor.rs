@@ -552,10 +552,12 @@ impl Core {
     /// elector's would (§6.10, "A join outlives its elector"): the position
     /// is proven, or the reading names the very process the unclaimed join
     /// was set out from. That process has run since the join, so its
-    /// offset did not start again (kevy's `INFO` offset is the process's
-    /// lifetime maximum; a Redis replica's offset moves only forward within
-    /// a process): a 0 there means it never took a frame of the joined
-    /// stream, and a larger offset is at least what it acknowledged there.
+    /// offset did not start again with a new process (what "An unproven
+    /// join" guards against): it reads what it holds of the joined stream
+    /// exactly as it would under an elector that never stopped, whose
+    /// reading is already counted so (a proven 0 is empty, a proven offset
+    /// is compared plainly). Only the elector's memory was lost, and the
+    /// durable record, floor and process mark carry what of it matters.
     /// The chaos run found the difference (kevy, five nodes, seed 7): n1's
     /// elector restarted during a join while its kevy ran on and read 0 in
     /// the joined stream; counted unproven, it refused n4 at `(7, 47)` for
