@@ -126,7 +126,7 @@ impl Core {
         let Some(process) = self.state.joining_process.as_deref() else {
             return;
         };
-        if obs.process_names.iter().any(|n| n == process) {
+        if Self::names_process(obs, process) {
             tracing::info!(
                 process,
                 joining = self.state.joining,
@@ -448,7 +448,7 @@ impl Core {
             // each of its restarts would only be noise).
             return;
         }
-        let gone = !obs.process_names.iter().any(|n| n == process);
+        let gone = !Self::names_process(obs, process);
         if gone != self.data.joining_process_gone {
             tracing::info!(
                 process,
@@ -569,10 +569,16 @@ impl Core {
         if self.cfg.faults.doubt_the_joining_process || self.data.joining_process_gone {
             return false;
         }
-        let Some(process) = self.state.joining_process.as_deref() else {
-            return false;
-        };
-        self.data.obs.process_names.iter().any(|n| n == process)
+        self.state
+            .joining_process
+            .as_deref()
+            .is_some_and(|process| Self::names_process(&self.data.obs, process))
+    }
+
+    /// Whether `obs` was read from the data-node process named `process`
+    /// (§6.10's process names: Redis's `run_id`, kevy's process mark).
+    fn names_process(obs: &Observation, process: &str) -> bool {
+        obs.process_names.iter().any(|n| n == process)
     }
 
     /// An inherited unclaimed join read unproven refuses `candidate` at
