@@ -62,15 +62,24 @@ lint:
 # the README's test command: dependencies, unit tests, alert rules, images, the package (about 1 min), conformance suite, a short chaos run
 test:
     scripts/install-deps.sh
+    @echo "=== just test: cargo test --workspace ($(date +%T))"
     cargo test --workspace
+    @echo "=== just test: rules, k8s-validate ($(date +%T))"
     just rules-test
     just k8s-validate
+    @echo "=== just test: images ($(date +%T))"
     scripts/build-images.sh
+    @echo "=== just test: clients-ci ($(date +%T))"
     just clients-ci
+    @echo "=== just test: package-test ($(date +%T))"
     just package-test
+    @echo "=== just test: monitoring-test ($(date +%T))"
     just monitoring-test
+    @echo "=== just test: conformance ($(date +%T))"
     just conformance
+    @echo "=== just test: conformance-chaos-short ($(date +%T))"
     just conformance-chaos-short
+    @echo "=== just test: done ($(date +%T))"
 
 # build target/debian/elector_<version>_amd64.deb (cargo-deb; units, example config, man pages from deploy/debian and `elector man`, the config reference and runbooks) and, beside it, the stripped binary's debug symbols as elector-dbgsym_<version>_amd64.ddeb
 package:
@@ -140,6 +149,10 @@ conformance-floor:
 # the primary's data node wiped and started again after 0, 30, 100 and 1000 ms (DATA_NODE_RESTART_GAP_MS) under its running elector, RESTART_GAP_SEEDS seeds (default 5), both backends (about 25 minutes; the 0 ms one is in the quick suite)
 conformance-restart-gaps:
     cargo run -p conformance --release -- run --tag restart-gap --seeds "${RESTART_GAP_SEEDS:-5}" --backend both
+
+# issue 34 (b) at kevy's quiesce limit (1 s here): the primary alone past the limit while a replica's data node is stalled, healed, then killed; QUIESCE_LIMIT_SEEDS seeds (default 5), both backends
+conformance-quiesce-limit:
+    cargo run -p conformance --release -- run --tag quiesce-limit --seeds "${QUIESCE_LIMIT_SEEDS:-5}" --backend both
 
 # partitions of 10-60 s and a one-way cut healing within seconds, and a half-HELLO flood, both backends
 conformance-heal:

@@ -352,9 +352,17 @@ impl History {
         self.target.is_empty() || self.target.starts_with("elector")
     }
 
-    /// The first primary-removing fault, if any.
+    /// The fault a failover is measured from: the first that takes the
+    /// primary away from a majority. One that leaves no majority anywhere
+    /// (every node cut off alone, or too many down) cannot be followed by
+    /// an election, so a later one that leaves a majority is taken; if none
+    /// does, the first primary-removing fault.
     pub fn first_primary_fault(&self) -> Option<&FaultEvent> {
-        self.faults.iter().find(|f| f.removes_primary)
+        let mut removing = self.faults.iter().filter(|f| f.removes_primary);
+        self.faults
+            .iter()
+            .find(|f| f.removes_primary && !f.majority.is_empty())
+            .or_else(|| removing.next())
     }
 
     /// When each acknowledged write completed, in order.

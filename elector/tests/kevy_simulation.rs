@@ -126,6 +126,67 @@ fn second_stream_in_one_epoch(seed: u64, faults: Faults) -> Result<Sim, Failure>
     }
 }
 
+/// How long the quiesce may fence a primary in [`quiesce_limit_then_healed`]:
+/// the shortest `data_node.kevy_quiesce_fence_limit_ms` accepts, shorter
+/// than the core's own give-up (`Timings::fenced_give_up_ms`, 2.4 s or
+/// 4.4 s here), so the adapter's demotion comes first, as it does in any
+/// configuration whose limit is below the give-up (the default 60 s is not;
+/// `a_fenced_primary` tests in the core cover the give-up).
+const QUIESCE_FENCE_LIMIT_MS: u64 = 1_000;
+
+/// (b), the way the issue found it: the primary is without a quorum (every
+/// link cut) for longer than its quiesce limit, so its own policy demotes
+/// it; the replica `behind` stalls meanwhile, holding the first stream's
+/// large offset; the cut heals at once and the old primary regains its
+/// lease, with only the other replica (whose kevy then joins whatever
+/// stream it starts) to acknowledge; then the primary dies and `behind`
+/// resumes.
+fn quiesce_limit_then_healed(seed: u64, faults: Faults) -> Result<Sim, Failure> {
+    let mut pick = StdRng::seed_from_u64(seed);
+    let mut sim = Sim::kevy(seed, 3, 0, world(seed, true), faults)
+        .with_kevy_quiesce_fence_limit(QUIESCE_FENCE_LIMIT_MS);
+    let t0 = pick.gen_range(4_000..6_000);
+    let result = (|| {
+        run(&mut sim, t0)?;
+        let p = sim.primary().ok_or("no primary before the fault")?;
+        let behind = (0..3).filter(|&i| i != p).nth(1).expect("three nodes");
+        run(&mut sim, t0 + 1_000)?;
+        // `behind` stops where the first stream left it, until well after
+        // the heal; nobody can be elected while every link is cut.
+        sim.stall_data(behind, 12_000);
+        (0..3).for_each(|i| sim.isolate(i));
+        let mut t = t0 + 1_000;
+        while sim.nodes[p].data.is_master() {
+            t += 50;
+            run(&mut sim, t)?;
+            assert!(
+                t < t0 + 10_000,
+                "seed {seed}: the schedule never reached the quiesce limit"
+            );
+        }
+        // The adapter demoted it, not the core's give-up: that comes only
+        // once the lease has been lost for `fenced_give_up_ms`.
+        let give_up = sim.timings_of(p).fenced_give_up_ms();
+        assert!(
+            t - (t0 + 1_000) < give_up,
+            "seed {seed}: demoted {} ms into the cut, not before the core's give-up ({give_up} ms)",
+            t - (t0 + 1_000)
+        );
+        sim.heal();
+        run(&mut sim, t + 4_000)?;
+        // Whoever now leads (the old primary, in whatever epoch) dies.
+        if let Some(q) = sim.primary() {
+            sim.crash(q, false);
+        }
+        run(&mut sim, t0 + 20_000)?;
+        settle(&mut sim, t0 + 20_000)
+    })();
+    match result {
+        Ok(()) => Ok(sim),
+        Err(e) => Err(Box::new((sim, e))),
+    }
+}
+
 /// (c) Two kevy data nodes and a witness: B acknowledged every write; A
 /// (the primary) crashes; B's kevy comes back empty under its elector.
 fn holder_out_of_reach(seed: u64, faults: Faults) -> Result<Sim, Failure> {
@@ -243,6 +304,28 @@ fn a_kevy_primary_demoted_in_its_epoch_never_starts_a_second_stream() {
     none_found(
         "a_kevy_primary_demoted_in_its_epoch_never_starts_a_second_stream",
         |seed| second_stream_in_one_epoch(seed, Faults::default()),
+    );
+}
+
+#[test]
+fn with_a_second_stream_after_the_quiesce_limit_the_model_finds_acknowledged_writes_lost() {
+    // Before §6.9's give-up, nothing resigned a primary whose lease stayed
+    // lost; the heal here comes before the give-up anyway.
+    let old = Faults {
+        hold_a_lost_lease: true,
+        ..OLD_RULES
+    };
+    let hit = found(|seed| quiesce_limit_then_healed(seed, old));
+    let (seed, why) =
+        hit.expect("the kevy model must find (b) at the quiesce limit under the old rules");
+    eprintln!("(b) at the quiesce limit found under the old rules: SIM_SEED={seed}: {why}");
+}
+
+#[test]
+fn a_kevy_primary_demoted_at_its_quiesce_limit_is_promoted_again_only_in_a_new_epoch() {
+    none_found(
+        "a_kevy_primary_demoted_at_its_quiesce_limit_is_promoted_again_only_in_a_new_epoch",
+        |seed| quiesce_limit_then_healed(seed, Faults::default()),
     );
 }
 

@@ -328,6 +328,33 @@ mod tests {
     }
 
     #[test]
+    fn a_cut_that_leaves_no_majority_is_not_what_the_election_bound_counts_from() {
+        let mut h = history(3);
+        h.initial_primary = Some("n1".into());
+        steady(&mut h, "n1", "primary", 1, 0, 12000);
+        unreachable(&mut h, "n1", 12000, 20000);
+        steady(&mut h, "n3", "replica", 1, 0, 14000);
+        steady(&mut h, "n3", "primary", 3, 14000, 20000);
+        h.faults.push(FaultEvent {
+            label: "split [n1] | [n2] | [n3]".into(),
+            kind: "partition".into(),
+            nodes: vec!["n1".into(), "n2".into(), "n3".into()],
+            majority: vec![],
+            end_ms: Some(6000),
+            ..primary_kill(1000)
+        });
+        h.faults.push(primary_kill(12000));
+        h.end_ms = 20000;
+        let r = majority_elects(&h, &expect(true));
+        assert!(r.passed, "{r:?}");
+        assert!(
+            r.notes[0].contains("2000 ms after `kill primary`"),
+            "{:?}",
+            r.notes
+        );
+    }
+
+    #[test]
     fn no_election_or_a_late_one_fails() {
         let mut h = history(3);
         steady(&mut h, "n1", "primary", 1, 0, 1000);

@@ -134,6 +134,15 @@ impl Config {
                     dn.kevy_reconnect_window_ms
                 ));
             }
+            let limits = crate::datanode::KEVY_QUIESCE_FENCE_LIMIT_RANGE;
+            if !limits.contains(&dn.kevy_quiesce_fence_limit_ms) {
+                errors.push(format!(
+                    "data_node.kevy_quiesce_fence_limit_ms {} is outside {}..={} (how long a lapsed lease's quiesce fences a kevy primary before it is demoted; 60000 by default)",
+                    dn.kevy_quiesce_fence_limit_ms,
+                    limits.start(),
+                    limits.end()
+                ));
+            }
             self.check_replication_gate(dn, &mut errors, &mut warnings);
             check_password_source(dn, &mut errors, &mut warnings);
             super::data_node_tls::check(dn, &mut errors, &mut warnings);

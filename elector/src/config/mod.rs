@@ -218,6 +218,16 @@ pub struct DataNodeConfig {
     /// (docs/architecture.md §kevy).
     #[serde(default = "default_kevy_reconnect_window_ms")]
     pub kevy_reconnect_window_ms: u64,
+    /// kevy: how long a primary whose lease lapsed stays fenced by kevy's
+    /// quiesce (writes refused, still a primary, its replicas streaming)
+    /// before the elector demotes it to a replica of nowhere. kevy lifts a
+    /// quiesce on its own after its `FAILOVER` timeout, so the fence must
+    /// not rest on one for long; a demoted primary that regains its lease
+    /// is promoted again only under a new epoch (protocol §6.10). Shorter
+    /// costs an election after a long quorum loss; longer keeps a flapping
+    /// quorum from costing one. 1000..=120000 (docs/architecture.md §kevy).
+    #[serde(default = "default_kevy_quiesce_fence_limit_ms")]
+    pub kevy_quiesce_fence_limit_ms: u64,
     /// Replicas reach this data node only through the elector's replication
     /// gate, listening on the data port + `replication_port_offset`
     /// (protocol §6.10): it forwards a replica only to the data-node
@@ -419,6 +429,10 @@ fn default_ack_nudge() -> bool {
 
 pub(crate) fn default_kevy_reconnect_window_ms() -> u64 {
     crate::datanode::KEVY_DEFAULT_RECONNECT_WINDOW.as_millis() as u64
+}
+
+pub(crate) fn default_kevy_quiesce_fence_limit_ms() -> u64 {
+    crate::datanode::KEVY_DEFAULT_QUIESCE_FENCE_LIMIT
 }
 
 #[derive(Debug, Error)]

@@ -217,6 +217,7 @@ impl RenderArgs {
                 abort_stale_connects: super::default_abort_stale_connects(),
                 ack_nudge: super::default_ack_nudge(),
                 kevy_reconnect_window_ms: super::default_kevy_reconnect_window_ms(),
+                kevy_quiesce_fence_limit_ms: super::default_kevy_quiesce_fence_limit_ms(),
                 replication_gate: super::default_replication_gate(),
                 local_replication_port_offset: super::default_local_repl_offset(),
             }),

@@ -381,3 +381,28 @@ fn an_auth_key_file_others_can_read_and_a_short_inline_key_are_refused() {
         loaded.warnings
     );
 }
+
+#[test]
+fn a_kevy_quiesce_fence_limit_defaults_to_a_minute_and_outside_one_to_120_seconds_is_refused() {
+    let loaded = parse(GOOD, Path::new("t.yaml")).unwrap();
+    let dn = loaded.config.data_node.unwrap();
+    assert_eq!(dn.kevy_quiesce_fence_limit_ms, 60_000);
+    let with = |ms: u64| {
+        GOOD.replace(
+            "data_node: { kind: kevy, address: \"127.0.0.1:6001\" }",
+            &format!(
+                "data_node: {{ kind: kevy, address: \"127.0.0.1:6001\", kevy_quiesce_fence_limit_ms: {ms} }}"
+            ),
+        )
+    };
+    assert!(problems(&with(2_000)).is_empty());
+    for ms in [999, 120_001] {
+        let p = problems(&with(ms));
+        assert!(
+            p.iter()
+                .any(|m| m.contains("data_node.kevy_quiesce_fence_limit_ms")
+                    && m.contains("1000..=120000")),
+            "{ms}: {p:?}"
+        );
+    }
+}

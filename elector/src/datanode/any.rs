@@ -62,6 +62,7 @@ impl AnyNode {
                     nowhere_hold: hold,
                     ack_nudge: dn.ack_nudge,
                     reconnect_window_ms: dn.kevy_reconnect_window_ms,
+                    quiesce_fence_limit_ms: dn.kevy_quiesce_fence_limit_ms,
                     report_before_naming: false,
                     believe_a_resync_by_itself: false,
                     // Fresh for every adapter instance: a mark is never

@@ -31,17 +31,25 @@ pub(crate) const QUIESCE_TIMEOUT_MS: u64 = 600_000;
 /// before the abort has exited, if no quiesce was set meanwhile.
 pub(crate) const QUIESCE_THREAD_EXIT: Millis = 300;
 
-/// How long a lapsed lease's quiesce may fence a primary, counted from the
-/// start of the oldest handover thread that may still run, before it gives
-/// way to demotion: far inside [`QUIESCE_TIMEOUT_MS`] (the chain this
-/// process cannot see, a watchdog's window while the elector is frozen,
-/// adds at most another such span), long enough for a quorum flap (a few
+/// How long a lapsed lease's quiesce may fence a primary by default
+/// (`data_node.kevy_quiesce_fence_limit_ms`), counted from the start of the
+/// oldest handover thread that may still run, before it gives way to
+/// demotion: far inside [`QUIESCE_TIMEOUT_MS`] (the chain this process
+/// cannot see, a watchdog's window while the elector is frozen, adds at
+/// most another such span), long enough for a quorum flap (a few
 /// `down_after`) to end without a promotion.
 pub(crate) const FENCE_QUIESCE_MAX: Millis = 60_000;
 
+/// The longest fence limit the configuration accepts: twice this (the
+/// chain above) stays far inside [`QUIESCE_TIMEOUT_MS`].
+pub(crate) const FENCE_QUIESCE_LIMIT_RANGE: std::ops::RangeInclusive<Millis> = 1_000..=120_000;
+
 /// What one process knows of the quiesce on its kevy.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct Quiesce {
+    /// How old the oldest thread may be before a fence resting on the
+    /// quiesce gives way to demotion ([`FENCE_QUIESCE_MAX`] by default).
+    limit: Millis,
     /// Whether a quiesce may be in force: `Some(true)` we set one,
     /// `Some(false)` we lifted it, `None` unknown (our own start, another
     /// process's clamp).
@@ -52,7 +60,23 @@ pub(crate) struct Quiesce {
     lifted_at: Option<Millis>,
 }
 
+impl Default for Quiesce {
+    fn default() -> Quiesce {
+        Quiesce::with_limit(FENCE_QUIESCE_MAX)
+    }
+}
+
 impl Quiesce {
+    /// Nothing known yet; a fence rests on the quiesce for `limit` at most.
+    pub(crate) fn with_limit(limit: Millis) -> Quiesce {
+        Quiesce {
+            limit,
+            in_force: None,
+            oldest_thread: None,
+            lifted_at: None,
+        }
+    }
+
     /// We set a quiesce and are sure it is in force.
     pub(crate) fn is_set(&self) -> bool {
         self.in_force == Some(true)
@@ -89,9 +113,9 @@ impl Quiesce {
     /// Forget what we set: the watchdog at the start of a silence, when the
     /// elector may have lifted or replaced its last quiesce meanwhile. Its
     /// own old threads are the elector's to count (it saw the clamp) while
-    /// the elector runs; this window adds at most [`FENCE_QUIESCE_MAX`].
+    /// the elector runs; this window adds at most the limit.
     pub(crate) fn forget(&mut self) {
-        *self = Quiesce::default();
+        *self = Quiesce::with_limit(self.limit);
     }
 
     /// Every handover thread we know of has exited: the last quiesce was
@@ -110,12 +134,12 @@ impl Quiesce {
     }
 
     /// A fence resting on the quiesce must give way to demotion: the oldest
-    /// thread that may still run is [`FENCE_QUIESCE_MAX`] old.
+    /// thread that may still run is as old as the limit.
     pub(crate) fn outlived(&self, now: Millis) -> bool {
         !self.threads_gone(now)
             && self
                 .oldest_thread
-                .is_some_and(|t| now.saturating_sub(t) >= FENCE_QUIESCE_MAX)
+                .is_some_and(|t| now.saturating_sub(t) >= self.limit)
     }
 
     /// How long a handover's quiesce waits after a lift so that it starts
@@ -200,6 +224,19 @@ mod tests {
         assert!(!q.is_set() && !q.is_lifted());
         q.sent(t0 + ms(50_000));
         assert!(!q.outlived(t0 + FENCE_QUIESCE_MAX));
+    }
+
+    #[test]
+    fn a_configured_limit_decides_when_the_fence_gives_way_and_outlives_a_forget() {
+        let t0: Millis = 1_000_000;
+        let mut q = Quiesce::with_limit(ms(2_000));
+        q.sent(t0);
+        assert!(q.fences(t0 + ms(1_999)));
+        assert!(q.outlived(t0 + ms(2_000)) && !q.fences(t0 + ms(2_000)));
+        q.forget();
+        q.sent(t0 + ms(10_000));
+        assert!(!q.outlived(t0 + ms(11_999)));
+        assert!(q.outlived(t0 + ms(12_000)), "the limit survives a forget");
     }
 
     #[test]

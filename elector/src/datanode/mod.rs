@@ -38,6 +38,10 @@ pub use handle::Adapter;
 pub use info::{RedisSettings, ReplicationInfo};
 pub use kevy::KevyNode;
 pub(crate) use kevy::DEFAULT_RECONNECT_WINDOW as KEVY_DEFAULT_RECONNECT_WINDOW;
+pub(crate) use kevy_quiesce::{
+    FENCE_QUIESCE_LIMIT_RANGE as KEVY_QUIESCE_FENCE_LIMIT_RANGE,
+    FENCE_QUIESCE_MAX as KEVY_DEFAULT_QUIESCE_FENCE_LIMIT,
+};
 pub use redis_node::RedisNode;
 use tether::{Tether, TetherCheck};
 

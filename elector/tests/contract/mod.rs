@@ -23,12 +23,21 @@ use elector::datanode::{ReplicationInfo, NOWHERE};
 use std::collections::HashMap;
 use std::fmt::Debug;
 
+/// How long each target's kevy adapter lets a lapsed lease's quiesce fence
+/// its primary before it demotes it (`data_node.kevy_quiesce_fence_limit_ms`,
+/// 60 s by default): short, so the suite reaches it. Redis has no such
+/// limit; its fence simply stays.
+pub const QUIESCE_FENCE_LIMIT_MS: u64 = crate::sim::alone::QUIESCE_FENCE_LIMIT_MS;
+
 /// Two data nodes, each behind its own adapter, and a client.
 pub trait Target {
     /// What a client's write leaves behind to look for later.
     type Write: Clone + Debug;
     /// For failure messages: the backend and the kind of target.
     fn name(&self) -> String;
+    /// Whether a lapsed lease's fence gives way to demotion after
+    /// [`QUIESCE_FENCE_LIMIT_MS`] (kevy's quiesce) rather than staying.
+    fn fence_gives_way_to_demotion(&self) -> bool;
     /// The address a replica of node `i` is told to follow.
     fn address(&self, i: usize) -> String;
     /// Node `i`'s adapter applies `target` once.
@@ -295,6 +304,10 @@ pub fn checks<T: Target>() -> Vec<Check<T>> {
             a_fenced_primary_refuses_writes_stays_a_primary_and_keeps_its_data,
         ),
         (
+            "a_fence_held_past_the_quiesce_limit_refuses_writes_throughout_and_keeps_every_write",
+            a_fence_held_past_the_quiesce_limit_refuses_writes_throughout_and_keeps_every_write,
+        ),
+        (
             "a_primary_handing_over_refuses_writes_and_keeps_its_replica_streaming",
             a_primary_handing_over_refuses_writes_and_keeps_its_replica_streaming,
         ),
@@ -383,6 +396,59 @@ fn a_fenced_primary_refuses_writes_stays_a_primary_and_keeps_its_data<T: Target>
     ensure(!c.t.satisfies(0, &info, &DataNodeTarget::Primary), || {
         format!("a fenced primary's reading satisfies Primary: {info:?}")
     })
+}
+
+/// A lapsed lease's fence held past kevy's quiesce limit (issue 34 (b),
+/// §6.10): re-applied each poll as the runtime does, it refuses every write
+/// throughout (on kevy it gives way to demotion at the limit, never to a
+/// writable node), both nodes keep the acknowledged write, and when the node
+/// is made the primary again and its replica follows it anew, a write is
+/// acknowledged with every reading truthful and monotonic; a kevy primary
+/// demoted at the limit names a stream no reading named before.
+fn a_fence_held_past_the_quiesce_limit_refuses_writes_throughout_and_keeps_every_write<
+    T: Target,
+>(
+    c: &mut Contract<T>,
+) -> Result<(), String> {
+    let (w, _) = replicate(c)?;
+    c.reach(0, &DataNodeTarget::FencedPrimary)?;
+    let mut demoted = false;
+    for _ in 0..(QUIESCE_FENCE_LIMIT_MS + 2_000) / 250 {
+        let info = c.read(0).or_else(ignore_unreachable)?;
+        demoted |= info.role == "slave";
+        if !c.t.satisfies(0, &info, &DataNodeTarget::FencedPrimary) {
+            c.t.apply(0, &DataNodeTarget::FencedPrimary).ok();
+        }
+        ensure(c.t.write(0).is_err(), || {
+            format!("a fenced primary took a write; reading {info:?}")
+        })?;
+        c.read(1).or_else(ignore_unreachable)?;
+        c.t.pass(250)?;
+    }
+    ensure(demoted == c.t.fence_gives_way_to_demotion(), || {
+        format!("past the quiesce limit the fenced primary was demoted: {demoted}")
+    })?;
+    ensure(
+        c.t.holds(0, &w) == Some(true) && c.t.holds(1, &w) == Some(true),
+        || "a write was lost under a long fence".into(),
+    )?;
+    let named_before = c.streams.clone();
+    let info = c.reach(0, &DataNodeTarget::Primary)?;
+    let info = match info.stream {
+        Some(_) => info,
+        None => c.read_until(0, 2_000, "naming its stream", |r| r.stream.is_some())?,
+    };
+    let stream = info.stream.clone().expect("named");
+    ensure(!demoted || !named_before.contains(&stream), || {
+        format!("demoted at the limit, then promoted into {stream}, a stream read before")
+    })?;
+    let follow = c.follow(0);
+    c.reach(1, &follow)?;
+    let w2 = c.acknowledged_write(0, 1)?;
+    ensure(
+        c.t.holds(1, &w) == Some(true) && c.t.holds(1, &w2) == Some(true),
+        || "the replica lacks an acknowledged write after the long fence".into(),
+    )
 }
 
 /// A planned handover's drain (§8): no writes, still a primary, and its

@@ -75,13 +75,14 @@ impl RealTarget {
                 let yaml = format!(
                     "node_id: n{id}\nlisten: {{ election: \"127.0.0.1:{e}\", api: \"127.0.0.1:{a}\" }}\n\
                      data_dir: {dir}/elector\n\
-                     data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\", replication_gate: false }}\n\
+                     data_node: {{ kind: {kind}, address: \"127.0.0.1:{d}\", replication_gate: false, kevy_quiesce_fence_limit_ms: {limit} }}\n\
                      peers:\n{peers}",
                     id = i + 1,
                     e = ports.election,
                     a = ports.api,
                     d = ports.data,
                     dir = dir.display(),
+                    limit = super::QUIESCE_FENCE_LIMIT_MS,
                 );
                 let path = dir.join("elector.yaml");
                 let config = elector::config::parse(&yaml, &path)
@@ -211,6 +212,10 @@ impl Target for RealTarget {
 
     fn name(&self) -> String {
         format!("real {:?}", self.backend)
+    }
+
+    fn fence_gives_way_to_demotion(&self) -> bool {
+        matches!(self.backend, Backend::Kevy)
     }
 
     fn address(&self, i: usize) -> String {

@@ -38,6 +38,10 @@ impl Target for SimTarget {
         format!("the simulator's {model} model (seed {})", self.sim.seed)
     }
 
+    fn fence_gives_way_to_demotion(&self) -> bool {
+        self.sim.nodes[0].data.kevy.is_some()
+    }
+
     fn address(&self, i: usize) -> String {
         format!("n{}:6379", i + 1)
     }

@@ -24,6 +24,10 @@ const OPERATION_BOUND_MS: u64 = 10_000;
 /// (the world's slowest apply is well under a second).
 const SETTLE_MS: u64 = 5_000;
 
+/// The kevy adapters' quiesce fence limit, as the contract's real targets
+/// configure theirs (`tests/contract/mod.rs`, `QUIESCE_FENCE_LIMIT_MS`).
+pub const QUIESCE_FENCE_LIMIT_MS: u64 = 2_000;
+
 impl Sim {
     /// `n` data nodes with their adapters and no electors: every node starts
     /// as its configuration starts it (a replica of nowhere), nothing writes
@@ -41,6 +45,7 @@ impl Sim {
         };
         let mut sim = if kevy {
             Sim::kevy(seed, n, 0, world, Faults::default())
+                .with_kevy_quiesce_fence_limit(QUIESCE_FENCE_LIMIT_MS)
         } else {
             Sim::new(seed, n, world, Faults::default())
         };

@@ -51,11 +51,7 @@ const KEVY_ACK_TICK_MS: Millis = 1_000;
 /// `report_before_naming` switches "the tick after a promotion" off.
 /// `started`: the node's clock at the elector's start (the shared file's
 /// positions from before it count only under a process mark).
-pub(super) fn policy(
-    (report_before_naming, believe_a_resync_by_itself): (bool, bool),
-    mark_seed: Option<u128>,
-    started: Millis,
-) -> KevyPolicy {
+pub(super) fn policy(knobs: PolicyKnobs, mark_seed: Option<u128>, started: Millis) -> KevyPolicy {
     KevyPolicy::new(
         KevySettings {
             replication_port_offset: REPLICATION_OFFSET,
@@ -63,12 +59,23 @@ pub(super) fn policy(
             nowhere_hold: false,
             ack_nudge: false,
             reconnect_window_ms: 1_000,
-            report_before_naming,
-            believe_a_resync_by_itself,
+            quiesce_fence_limit_ms: knobs.quiesce_fence_limit_ms,
+            report_before_naming: knobs.report_before_naming,
+            believe_a_resync_by_itself: knobs.believe_a_resync_by_itself,
             mark_seed,
         },
         started,
     )
+}
+
+/// The kevy policy's settings a simulation varies: two test-only controls
+/// and the quiesce fence's limit (60 s as configured by default, which a
+/// 30 s schedule never reaches; a few seconds where a test sets it so).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PolicyKnobs {
+    pub report_before_naming: bool,
+    pub believe_a_resync_by_itself: bool,
+    pub quiesce_fence_limit_ms: Millis,
 }
 
 /// The sha kevy's `SCRIPT LOAD` answers for `source` (a stand-in for

@@ -3,7 +3,7 @@
 //! seed replays exactly: `SIM_SEED=<n> cargo test -p elector --test simulation`.
 
 mod adapter;
-mod alone;
+pub mod alone;
 pub mod datalayer;
 mod faults;
 pub mod invariants;
@@ -232,6 +232,11 @@ pub struct Sim {
     /// moves to another feed generation by itself (a test-only switch:
     /// the adapter before the contract found it, protocol §6.11).
     pub kevy_believes_a_resync_by_itself: bool,
+    /// How long a lapsed lease's quiesce fences a kevy primary before its
+    /// policy demotes it (`data_node.kevy_quiesce_fence_limit_ms`; 60 s by
+    /// default, which no 30 s schedule reaches; set it before the first
+    /// `run_until`, as a configuration is set before the start).
+    pub kevy_quiesce_fence_limit_ms: Millis,
     /// Every kevy observation reads `INFO replication` once, before the
     /// token, as the adapter did before `KevyReading::info_after` (a
     /// control: a role changed by someone else mid-read is then read as
@@ -324,6 +329,7 @@ impl Sim {
             draws_data_stalls: false,
             kevy_report_before_naming: false,
             kevy_believes_a_resync_by_itself: false,
+            kevy_quiesce_fence_limit_ms: 60_000,
             kevy_reads_role_once: false,
             kevy_without_marks: false,
             reset_as_fresh: false,
@@ -415,11 +421,22 @@ impl Sim {
     }
 
     /// The kevy policy's test-only switches, as this simulation sets them.
-    pub(crate) fn kevy_switches(&self) -> (bool, bool) {
-        (
-            self.kevy_report_before_naming,
-            self.kevy_believes_a_resync_by_itself,
-        )
+    /// Every kevy policy's quiesce fences a primary for `ms` at most (set
+    /// at the start, as a configuration is: the policies are built again).
+    pub fn with_kevy_quiesce_fence_limit(mut self, ms: Millis) -> Sim {
+        self.kevy_quiesce_fence_limit_ms = ms;
+        for i in 0..self.nodes.len() {
+            self.nodes[i].kevy_policy = self.fresh_kevy_policy(i);
+        }
+        self
+    }
+
+    pub(crate) fn kevy_switches(&self) -> kevy::PolicyKnobs {
+        kevy::PolicyKnobs {
+            report_before_naming: self.kevy_report_before_naming,
+            believe_a_resync_by_itself: self.kevy_believes_a_resync_by_itself,
+            quiesce_fence_limit_ms: self.kevy_quiesce_fence_limit_ms,
+        }
     }
 
     /// A stream id never used before (§6.10).
@@ -536,21 +553,7 @@ impl Sim {
         // afresh (generations, applied targets, demotions).
         self.nodes[i].driver = (!self.nodes[i].witness).then(|| Driver::new("sim"));
         self.nodes[i].tether = None;
-        let kevy = self.nodes[i].data.kevy.is_some();
-        let switches = self.kevy_switches();
-        // One seed per elector incarnation, as `rand::random` per adapter
-        // in the shell; drawn from nothing random, so seeds replay.
-        let mark_seed = (!self.kevy_without_marks)
-            .then(|| ((i as u128) << 64) | u128::from(self.nodes[i].incarnation));
-        let started = self.clock(i);
-        // As the shell does: its polls ask about the process the durable
-        // state's unclaimed join was set out from (§6.10).
-        let joining_process = self.nodes[i].disk.joining_process().map(str::to_string);
-        self.nodes[i].kevy_policy = kevy.then(|| {
-            let mut policy = kevy::policy(switches, mark_seed, started);
-            policy.ask_about_joining_process(joining_process);
-            policy
-        });
+        self.nodes[i].kevy_policy = self.fresh_kevy_policy(i);
         self.nodes[i].kevy_op = None;
         self.nodes[i].round = None;
         // The gate lives in the elector process (§6.10): a new one starts
@@ -560,6 +563,21 @@ impl Sim {
         self.nodes[i].last_target = None;
         self.execute(i, output);
         self.schedule_tick(i);
+    }
+
+    /// The kevy policy a new elector incarnation of node `i` starts with
+    /// (`None` on Redis and on a witness).
+    fn fresh_kevy_policy(&self, i: usize) -> Option<elector::datanode::kevy_policy::KevyPolicy> {
+        self.nodes[i].data.kevy.as_ref()?;
+        // One seed per elector incarnation, as `rand::random` per adapter
+        // in the shell; drawn from nothing random, so seeds replay.
+        let mark_seed = (!self.kevy_without_marks)
+            .then(|| ((i as u128) << 64) | u128::from(self.nodes[i].incarnation));
+        let mut policy = kevy::policy(self.kevy_switches(), mark_seed, self.clock(i));
+        // As the shell does: its polls ask about the process the durable
+        // state's unclaimed join was set out from (§6.10).
+        policy.ask_about_joining_process(self.nodes[i].disk.joining_process().map(str::to_string));
+        Some(policy)
     }
 
     fn trace(&self, i: usize, what: &str) {

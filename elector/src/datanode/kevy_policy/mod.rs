@@ -185,6 +185,10 @@ pub struct KevySettings {
     pub ack_nudge: bool,
     /// kevy's `[replication] reconnect_window_ms`.
     pub reconnect_window_ms: Millis,
+    /// How long a lapsed lease's quiesce may fence the primary before it
+    /// gives way to demotion (`data_node.kevy_quiesce_fence_limit_ms`,
+    /// [`super::kevy_quiesce`]).
+    pub quiesce_fence_limit_ms: Millis,
     /// A test-only switch: report the first master reading after a
     /// promotion at once, as the policy did before "the tick after a
     /// promotion" (`new_generation.rs`), so the simulator can show the
@@ -240,8 +244,8 @@ impl KevyPolicy {
         KevyPolicy {
             hold: PromotionHold::new(settings.reconnect_window_ms),
             marks: settings.mark_seed.map(ProcessMarks::new),
+            quiesce: Quiesce::with_limit(settings.quiesce_fence_limit_ms),
             settings,
-            quiesce: Quiesce::default(),
             stream: StreamPosition::since(started_wall)
                 .believing_a_resync_by_itself(believe_a_resync_by_itself),
             following: None,

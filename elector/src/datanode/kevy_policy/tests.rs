@@ -10,6 +10,7 @@ fn settings() -> KevySettings {
         nowhere_hold: false,
         ack_nudge: true,
         reconnect_window_ms: 1_000,
+        quiesce_fence_limit_ms: 60_000,
         report_before_naming: false,
         believe_a_resync_by_itself: false,
         mark_seed: None,
