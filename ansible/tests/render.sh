@@ -174,6 +174,15 @@ if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
     echo "FAIL: lab3-kevy: $n peers with a sentinel address (want 3)" >&2; fail=1
   fi
 fi
+# kevy's quiesce fence limit reaches every data member's elector.yaml (a minute by default).
+if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
+  n=$(cat "$tmp"/lab3-kevy/out/*/etc/elector/elector.yaml | grep -c '^  kevy_quiesce_fence_limit_ms: 60000$' || true)
+  if [ "$n" = 3 ]; then
+    echo "   data_node.kevy_quiesce_fence_limit_ms: 60000 on 3 members"
+  else
+    echo "FAIL: lab3-kevy: $n members with kevy_quiesce_fence_limit_ms 60000 (want 3)" >&2; fail=1
+  fi
+fi
 run_case lab3-redis lab-3.yml.example redis 3 none -e '{"elector_sentinel_port": null}'
 if [ $fail = 0 ] && [ -n "$LAST_LOG" ]; then
   if grep -q 'sentinel' "$tmp/lab3-redis/out/node1/etc/elector/elector.yaml"; then
@@ -261,6 +270,27 @@ if [ -z "${CASES:-}" ] || [[ " $CASES " == *" kevy-auth-refused "* ]]; then
       echo "   kevy with a data-node password: refused by the playbook"
     else
       echo "FAIL: kevy with a password failed for another reason:" >&2; tail -20 "$tmp/kevy-auth-refused/ansible.log" >&2; fail=1
+    fi
+  fi
+fi
+
+# A quiesce fence limit check-config refuses stops the playbook at the template's
+# validate step, before any file is written.
+if [ -z "${CASES:-}" ] || [[ " $CASES " == *" kevy-quiesce-limit-refused "* ]]; then
+  d="$tmp/kevy-quiesce-limit-refused"
+  mkdir -p "$d/inventory/group_vars"
+  cp "$tmp"/lab3-kevy/render-vars.yml "$d/" 2>/dev/null || true
+  cp "$ansible_dir/inventory/lab-3.yml.example" "$d/inventory/hosts.yml"
+  cp "$ansible_dir/group_vars/all.yml.example" "$d/inventory/group_vars/all.yml"
+  if [ -f "$d/render-vars.yml" ]; then
+    if ansible-playbook -i "$d/inventory/hosts.yml" "$ansible_dir/site.yml" --tags render \
+        -e @"$tmp/vault.yml" --vault-password-file "$tmp/vault-pass" -e @"$d/render-vars.yml" \
+        -e elector_kevy_quiesce_fence_limit_ms=500 > "$d/ansible.log" 2>&1; then
+      echo "FAIL: a kevy quiesce fence limit of 500 ms was accepted" >&2; fail=1
+    elif grep -q 'kevy_quiesce_fence_limit_ms 500 is outside' "$d/ansible.log"; then
+      echo "   a kevy quiesce fence limit of 500 ms: refused by check-config in the playbook"
+    else
+      echo "FAIL: a 500 ms quiesce limit failed for another reason:" >&2; tail -20 "$d/ansible.log" >&2; fail=1
     fi
   fi
 fi

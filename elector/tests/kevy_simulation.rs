@@ -32,6 +32,7 @@ const OLD_RULES: Faults = Faults {
     trust_a_recorded_reading_during_a_join: true,
     count_the_joined_sources_offer_against_the_join: true,
     doubt_the_joining_process: true,
+    trust_the_held_tail: true,
 };
 
 fn world(seed: u64, gate: bool) -> World {
@@ -217,8 +218,16 @@ fn holder_out_of_reach(seed: u64, faults: Faults) -> Result<Sim, Failure> {
 /// position was ever read as unproven for leaving its stream in the
 /// second after.
 fn hand_demotion_read_mid_change(seed: u64, reads_role_once: bool) -> Result<bool, String> {
+    hand_demotion_read_mid_change_under(seed, reads_role_once, Faults::default())
+}
+
+fn hand_demotion_read_mid_change_under(
+    seed: u64,
+    reads_role_once: bool,
+    faults: Faults,
+) -> Result<bool, String> {
     let mut pick = StdRng::seed_from_u64(seed);
-    let mut sim = Sim::kevy(seed, 3, 0, world(seed, true), Faults::default());
+    let mut sim = Sim::kevy(seed, 3, 0, world(seed, true), faults);
     sim.kevy_reads_role_once = reads_role_once;
     let t0 = pick.gen_range(4_000..6_000);
     run(&mut sim, t0)?;
@@ -254,6 +263,26 @@ fn a_kevy_primary_demoted_by_hand_mid_read_never_reads_as_leaving_its_stream() {
             Err(e) => panic!("seed {seed}: {e}"),
         }
     }
+}
+
+/// §6.10, "An old primary's tail": the 10,000-seed scan found seed 6257,
+/// where the demoted primary, last polled at 150, voted for a replica at
+/// 153 while write 154 was acknowledged by the third node. With the old
+/// primary judging by its last poll (`trust_the_held_tail`) the write is
+/// lost; with the rule, nothing is.
+#[test]
+fn trusting_the_held_tail_loses_a_write_acknowledged_in_the_old_primarys_last_poll() {
+    let trusting = Faults {
+        trust_the_held_tail: true,
+        ..Faults::default()
+    };
+    let lost = hand_demotion_read_mid_change_under(6257, false, trusting);
+    assert!(
+        lost.as_ref()
+            .is_err_and(|e| e.contains("without acknowledged write")),
+        "seed 6257 under the control: {lost:?}"
+    );
+    assert_eq!(hand_demotion_read_mid_change(6257, false), Ok(false));
 }
 
 fn seeds() -> Vec<u64> {

@@ -620,6 +620,7 @@ impl Config {
                 "count_the_joined_sources_offer_against_the_join",
             ),
             doubt_the_joining_process: has("doubt_the_joining_process"),
+            trust_the_held_tail: has("trust_the_held_tail"),
         }
     }
 

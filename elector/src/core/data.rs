@@ -48,6 +48,14 @@ pub(super) struct DataView {
     /// gone"). While that process runs, its readings say what it received
     /// in the join.
     pub(crate) joining_process_gone: bool,
+    /// The stream this node's data node served as primary was ended by
+    /// someone else (an operator's `REPLICAOF`, the watchdog) on a backend
+    /// whose runner token then names no feed (kevy): the offset the feed
+    /// reached was never read, so the reading (the adapter's last poll of
+    /// the primary) is a lower bound of what it holds there. Proven for
+    /// standing (the same process holds at least that), not for voting
+    /// (§6.10, "An old primary's tail"). The data epoch of that stream.
+    pub(crate) served_tail_unread: Option<u64>,
 }
 
 impl Default for DataView {
@@ -67,6 +75,7 @@ impl Default for DataView {
             inherited_join: false,
             void_join: None,
             joining_process_gone: false,
+            served_tail_unread: None,
         }
     }
 }
@@ -161,6 +170,14 @@ impl Core {
                 epoch, master = obs.master, stream = ?obs.stream, started = ?stream,
                 "the data node left the stream it started in this epoch: resigning (a new stream needs a new epoch)"
             );
+            // Someone else ended the feed (our own demotions come after a
+            // resignation, read in the `REPLICAOF`'s pipeline): the offset
+            // it reached was never read (§6.10, "An old primary's tail").
+            tracing::info!(
+                data_epoch = self.state.data_epoch,
+                "the feed ended where no reading of ours saw: the last reading is a lower bound there, and this node votes as if it held the whole stream"
+            );
+            self.data.served_tail_unread = Some(self.state.data_epoch);
             self.data.serving = None;
             self.role.take_switchover();
             self.resign(None, Reason::StreamEnded);

@@ -46,6 +46,13 @@ impl Core {
             None if self.served_unguarded(stream) => (0, 0),
             None => (stream, 0),
         };
+        // Not a shortcut: an unclaimed join's floor of a newer epoch still
+        // counts above it (kevy with loading, seed 2752, when it was one).
+        let fresh = if self.tail_unknown_in_served_stream(stream) {
+            (stream, u64::MAX)
+        } else {
+            fresh
+        };
         let unplaced = self.unplaced_reading().filter(|_| !disowned);
         let fresh = unplaced.map_or(fresh, |at| fresh.max(at));
         self.must_hold_when_voting(!disowned)
@@ -96,6 +103,31 @@ impl Core {
                 .count_the_joined_sources_offer_against_the_join
             && self.state.joining_primary.as_deref() == Some(candidate)
             && position.0 == joined
+    }
+
+    /// Whether this node was the primary of `stream`, the data promise needs
+    /// its tail (3, 4 or 5 nodes, 4 + 1), and its reading no longer says how
+    /// far that tail went (§6.10, "An old primary's tail"): unproven (its
+    /// data node demoted by someone else, restarted, or its elector
+    /// restarted), proven below what it held there (back from older
+    /// files), or proven by a reading taken before someone else ended the
+    /// feed ([`super::data::DataView::served_tail_unread`]). `held` is its
+    /// last poll as primary; a write of the poll
+    /// after can be acknowledged by a replica outside the voters, so it
+    /// votes as if it held the whole stream: only a newer stream's
+    /// candidate passes, and the stream's replicas elect among themselves
+    /// (kevy focused schedule, seed 6257: an old primary demoted by hand
+    /// voted with its last poll, 150, for a replica at 153, and write 154,
+    /// acknowledged by the third node, was lost).
+    fn tail_unknown_in_served_stream(&self, stream: u64) -> bool {
+        if self.cfg.faults.trust_the_held_tail || !self.cfg.held_guards_the_promise() {
+            return false;
+        }
+        let Some(held) = self.state.held.filter(|h| h.data_epoch >= stream) else {
+            return false;
+        };
+        self.data.served_tail_unread == Some(held.data_epoch)
+            || self.proven_position().is_none_or(|at| at < held)
     }
 
     /// `stream` is one this node's data node held as its primary, and the

@@ -1289,3 +1289,60 @@ fn the_joining_process_reading_nothing_in_the_joined_stream_votes_for_a_replica_
         "the control: counted unproven, the join refuses every claimer"
     );
 }
+
+/// n1, kevy primary of epoch 1 among three, last read at 900 of its feed
+/// (`g1`); then someone else's `REPLICAOF` ends the feed, and the adapter
+/// goes on reporting that last reading (the same process, following
+/// nobody). n2 offers epoch 3 at `(1, 950)`.
+fn old_primary_demoted_by_hand_judging(faults: Faults) -> (Node, Step) {
+    let mut cfg = config_of("n1", 3);
+    cfg.faults = faults;
+    let mut n = kevy_primary_of(cfg);
+    let seq = n.core.target.seq;
+    n.handle(450, primary_reading(900, seq, "g1"));
+    n.release_writes(451);
+    let demoted = |seq| {
+        Event::DataNode(Observation {
+            reachable: true,
+            offset: Some(900),
+            master: false,
+            applied_seq: seq,
+            stream: stream("g1"),
+            ..Observation::default()
+        })
+    };
+    let step = n.handle(500, demoted(seq));
+    n.persist_done(501, &step);
+    assert_ne!(n.core.role(), Role::Primary, "it resigned: stream ended");
+    n.settle_writes(502);
+    let seq = n.core.target.seq;
+    n.handle(510, demoted(seq));
+    // It stood for epoch 2 itself (it may: see below); n2 offers epoch 3.
+    let step = n.handle(520, offer_at(3, "n2", 1, 950));
+    (n, step)
+}
+
+/// §6.10, "An old primary's tail" (kevy focused schedule, seed 6257): its
+/// last reading as primary trails its feed by up to a poll, and a write of
+/// that poll may be acknowledged by the replica that is not voting. It
+/// still stands (its data node holds at least that much), but it helps
+/// elect no candidate of the stream it served.
+#[test]
+fn an_old_primary_unable_to_say_how_far_its_stream_went_refuses_every_candidate_of_it() {
+    let (n, step) = old_primary_demoted_by_hand_judging(Faults::default());
+    assert_eq!(reject_reason(&step), Some(RejectReason::CandidateBehind));
+    assert!(
+        !n.core.below_floor(),
+        "the same process holds at least its last reading: it may stand"
+    );
+    let trusting = Faults {
+        trust_the_held_tail: true,
+        ..Faults::default()
+    };
+    let (_, step) = old_primary_demoted_by_hand_judging(trusting);
+    assert_eq!(
+        reject_reason(&step),
+        None,
+        "the control: judged by its last reading, 950 passes"
+    );
+}
