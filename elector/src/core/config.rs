@@ -190,8 +190,9 @@ pub struct Faults {
     /// the joined stream (kevy chaos, five nodes, seed 7: a liveness
     /// control).
     pub doubt_the_joining_process: bool,
-    /// An old primary whose reading of the stream it served is unproven
-    /// (or proven below what it held there) votes with its held position,
+    /// An old primary whose reading of the stream it served is unproven,
+    /// proven below what it held there, or taken before someone else ended
+    /// its kevy feed, votes with its held position,
     /// its last poll as primary, as before §6.10's "An old primary's tail":
     /// a write of the poll after, acknowledged by a replica outside the
     /// voters, is lost (kevy focused schedule, seed 6257).
