@@ -33,6 +33,7 @@ const OLD_RULES: Faults = Faults {
     count_the_joined_sources_offer_against_the_join: true,
     doubt_the_joining_process: true,
     trust_the_held_tail: true,
+    trust_the_replicas_last_poll: true,
 };
 
 fn world(seed: u64, gate: bool) -> World {
@@ -212,6 +213,44 @@ fn holder_out_of_reach(seed: u64, faults: Faults) -> Result<Sim, Failure> {
     }
 }
 
+/// §6.10, "A replica's tail": an operator's `REPLICAOF` ends the runner of
+/// the replica ahead between two polls of its elector, and the primary dies
+/// within a poll after, so the replica's last reading may trail what it
+/// acknowledged while the other replica lacks the rest.
+fn replica_redirected_then_primary_lost(seed: u64, faults: Faults) -> Result<Sim, Failure> {
+    let mut pick = StdRng::seed_from_u64(seed);
+    let mut sim = Sim::kevy(seed, 3, 0, world(seed, true), faults);
+    let t0 = pick.gen_range(4_000..6_000);
+    let surely = pick.gen_bool(0.5);
+    // `behind` misses the last writes (cut off for less than a poll or
+    // two), and the primary dies before the adapter of `ahead` puts its
+    // runner back.
+    let lag = pick.gen_range(0..200);
+    let gap = pick.gen_range(0..20);
+    let result = (|| {
+        run(&mut sim, t0 - lag)?;
+        let p = sim.primary().ok_or("no primary before the fault")?;
+        let replicas: Vec<usize> = (0..3).filter(|&i| i != p).collect();
+        let (ahead, behind) = if pick.gen_bool(0.5) {
+            (replicas[0], replicas[1])
+        } else {
+            (replicas[1], replicas[0])
+        };
+        sim.isolate(behind);
+        run(&mut sim, t0)?;
+        sim.redirect_replica_by_hand(ahead, surely);
+        run(&mut sim, t0 + gap)?;
+        sim.crash(p, false);
+        sim.unisolate(behind);
+        run(&mut sim, t0 + 10_000)?;
+        settle(&mut sim, t0 + 10_000)
+    })();
+    match result {
+        Ok(()) => Ok(sim),
+        Err(e) => Err(Box::new((sim, e))),
+    }
+}
+
 /// A primary demoted by hand while its elector's observation reads: its
 /// `INFO` says `master`, its token is already the replica's `[0, 0]` (a CI
 /// rehearsal of 0b44f29, protocol §9). Whether the demoted node's
@@ -370,5 +409,25 @@ fn two_kevy_nodes_and_a_witness_wait_for_the_holder_when_the_replica_came_back_e
     none_found(
         "two_kevy_nodes_and_a_witness_wait_for_the_holder_when_the_replica_came_back_empty",
         |seed| holder_out_of_reach(seed, Faults::default()),
+    );
+}
+
+#[test]
+fn trusting_a_replicas_last_poll_loses_a_write_it_acknowledged_before_it_was_moved_by_hand() {
+    let trusting = Faults {
+        trust_the_replicas_last_poll: true,
+        ..Faults::default()
+    };
+    let hit = found(|seed| replica_redirected_then_primary_lost(seed, trusting));
+    let (seed, why) =
+        hit.expect("the kevy model must find a replica's unread tail lost under the control");
+    eprintln!("a replica's tail found under the control: SIM_SEED={seed}: {why}");
+}
+
+#[test]
+fn a_kevy_replica_redirected_by_hand_just_before_its_primary_dies_loses_no_acknowledged_write() {
+    none_found(
+        "a_kevy_replica_redirected_by_hand_just_before_its_primary_dies_loses_no_acknowledged_write",
+        |seed| replica_redirected_then_primary_lost(seed, Faults::default()),
     );
 }

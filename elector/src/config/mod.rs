@@ -621,6 +621,7 @@ impl Config {
             ),
             doubt_the_joining_process: has("doubt_the_joining_process"),
             trust_the_held_tail: has("trust_the_held_tail"),
+            trust_the_replicas_last_poll: has("trust_the_replicas_last_poll"),
         }
     }
 

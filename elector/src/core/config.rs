@@ -197,6 +197,10 @@ pub struct Faults {
     /// a write of the poll after, acknowledged by a replica outside the
     /// voters, is lost (kevy focused schedule, seed 6257).
     pub trust_the_held_tail: bool,
+    /// A replica whose kevy runner someone else ended votes with its last
+    /// reading, as before §6.10's "A replica's tail": a write of the poll
+    /// after, which it acknowledged and the other voters lack, is lost.
+    pub trust_the_replicas_last_poll: bool,
 }
 
 /// What the core must know of its data node's kind (§6.10).

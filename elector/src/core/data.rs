@@ -56,6 +56,14 @@ pub(super) struct DataView {
     /// standing (the same process holds at least that), not for voting
     /// (§6.10, "An old primary's tail"). The data epoch of that stream.
     pub(crate) served_tail_unread: Option<u64>,
+    /// The adapter's count of runners someone else ended, as last reported.
+    pub(crate) runners_ended_by_others: u64,
+    /// This node's data node followed the stream of this data epoch as a
+    /// replica until someone else ended its kevy runner between two polls
+    /// (an operator's `REPLICAOF`): what it acknowledged there may exceed
+    /// its floor, the last reading, so it votes as if it held the whole
+    /// stream until it joins the stream again (§6.10, "A replica's tail").
+    pub(crate) acked_tail_unread: Option<u64>,
 }
 
 impl Default for DataView {
@@ -76,6 +84,8 @@ impl Default for DataView {
             void_join: None,
             joining_process_gone: false,
             served_tail_unread: None,
+            runners_ended_by_others: 0,
+            acked_tail_unread: None,
         }
     }
 }
@@ -115,6 +125,11 @@ impl Core {
             self.data.overridden = obs.overridden;
             self.on_data_node_overridden();
         }
+        // Only a reading carries the count (an unreachable round reports 0).
+        if obs.reachable && obs.runners_ended_by_others > self.data.runners_ended_by_others {
+            self.data.runners_ended_by_others = obs.runners_ended_by_others;
+            self.on_runner_ended_by_others();
+        }
         if obs.reachable {
             if self.data.down_since.take().is_some() {
                 tracing::info!("data node reachable again");
@@ -138,6 +153,7 @@ impl Core {
         self.prove_by_joining_process(&obs);
         self.absorb_floor_hint(&obs);
         self.raise_floor(&obs);
+        self.read_the_replicas_tail_again(&obs);
         self.check_primary_stream(&obs);
         self.note_below_floor_change();
         self.sync_floor(false);
@@ -181,6 +197,62 @@ impl Core {
             self.data.serving = None;
             self.role.take_switchover();
             self.resign(None, Reason::StreamEnded);
+        }
+    }
+
+    /// Someone else ended the kevy runner this node's data node followed
+    /// its primary with (an operator's `REPLICAOF`): how far it got, the
+    /// most it acknowledged, was last read a poll ago, so the floor may
+    /// trail it (§6.10, "A replica's tail"). Until the node joins that
+    /// stream again it votes as if it held all of it.
+    fn on_runner_ended_by_others(&mut self) {
+        self.notify(Notice::Fault {
+            what: "data node moved off its primary by someone else (operator)".into(),
+        });
+        if self.cfg.faults.trust_the_replicas_last_poll || self.role.leadership().is_some() {
+            return;
+        }
+        let Some(record) = self.state.stream.as_ref() else {
+            return;
+        };
+        if record.data_epoch != self.state.data_epoch
+            || self
+                .state
+                .held
+                .is_some_and(|h| h.data_epoch >= record.data_epoch)
+        {
+            return;
+        }
+        tracing::warn!(
+            data_epoch = record.data_epoch, floor = ?self.state.floor,
+            "a replica's runner ended unread: what it acknowledged may exceed its last reading, so this node votes as if it held the whole stream until it joins it again"
+        );
+        self.data.acked_tail_unread = Some(record.data_epoch);
+    }
+
+    /// A reading joined to the stream whose tail was unread (§6.10, "A
+    /// replica's tail"), taken after the runner was ended: a new runner's
+    /// full sync of that stream's primary, begun after the old runner
+    /// ended, holds all the old one received; the floor rises to it and
+    /// the node judges offers by its readings again. A newer stream makes
+    /// the old one's tail moot (positions rank by stream first).
+    fn read_the_replicas_tail_again(&mut self, obs: &Observation) {
+        let Some(epoch) = self.data.acked_tail_unread else {
+            return;
+        };
+        let rejoined = obs.reachable
+            && !obs.master
+            && obs.link_up
+            && self.data.proof == Proof::Proven
+            && self.state.stream.as_ref().is_some_and(|r| {
+                r.data_epoch == epoch && self.state.data_epoch == epoch && obs.in_stream(&r.id)
+            });
+        if rejoined || self.state.data_epoch > epoch {
+            tracing::info!(
+                data_epoch = epoch, rejoined, floor = ?self.state.floor,
+                "the replica reads its stream again: it votes by its readings"
+            );
+            self.data.acked_tail_unread = None;
         }
     }
 

@@ -296,6 +296,11 @@ pub struct Observation {
     /// found again after this elector restarted, says the data node is
     /// still that process (§6.10, "A join outlives its elector").
     pub(crate) process_names: Vec<String>,
+    /// How many times the adapter found the upstream it set on this replica
+    /// replaced by someone else while its runner's position was unread
+    /// (kevy, §6.10 "A replica's tail"). Each increase says the floor, the
+    /// last reading, may trail what the node acknowledged in its stream.
+    pub(crate) runners_ended_by_others: u64,
 }
 
 /// One of the watchdog's floor hints (§6.10): the highest offset the data

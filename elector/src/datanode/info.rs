@@ -52,6 +52,14 @@ pub struct ReplicationInfo {
     /// `run_id`; kevy the process marks this reading confirmed in it
     /// (`kevy_mark`), ours first. Empty: the backend named none.
     pub process_names: Vec<String>,
+    /// How many times the adapter found the upstream it had set on this
+    /// replica replaced by someone else (an operator's `REPLICAOF`, a
+    /// promotion by hand), the watchdog's clamp aside. kevy only: its
+    /// runner's token then names no feed, so how far the ended runner got,
+    /// and what it acknowledged, was last read a poll before (protocol
+    /// §6.10, "A replica's tail"). Redis keeps its offset through a
+    /// `REPLICAOF` and reports 0.
+    pub runners_ended_by_others: u64,
 }
 
 /// A replication id that names a stream: Redis and kevy write 40 zeros for

@@ -198,6 +198,27 @@ impl Sim {
         }
     }
 
+    /// An operator points node `i`'s replica elsewhere by hand (`REPLICAOF`
+    /// to an address nobody serves) behind its running elector, while the
+    /// elector's observation may be reading (`surely`; otherwise half the
+    /// time): on kevy its runner ends, and with it the only token that said
+    /// how far it got (§6.10, "A replica's tail").
+    #[allow(dead_code)] // used by tests/kevy_simulation.rs
+    pub fn redirect_replica_by_hand(&mut self, i: usize, surely: bool) {
+        let d = &self.nodes[i].data;
+        if !d.up || d.is_master() || self.nodes[i].witness {
+            return;
+        }
+        self.trace(i, "REPLICA REDIRECTED BY HAND");
+        self.kevy_role_changing(i, surely);
+        let d = &mut self.nodes[i].data;
+        d.applied = DataNodeTarget::Isolated;
+        d.link_up = false;
+        if let Some(k) = d.kevy.as_mut() {
+            k.runner = None;
+        }
+    }
+
     /// The state the protocol leaves to an operator (§6.10): no primary, and
     /// data nodes below their floors (they may lack what they acknowledged,
     /// and nothing proves otherwise). The operator who knows which node's

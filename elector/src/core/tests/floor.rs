@@ -55,7 +55,7 @@ pub(super) fn primary_says(from: &str, epoch: u64, offset: u64, stamp: u64) -> E
 
 /// n2 following n1's epoch-1 stream "s1" with its link up at `offset`;
 /// every write made durable.
-fn follower_at(offset: u64) -> Node {
+pub(super) fn follower_at(offset: u64) -> Node {
     let mut n = node("n2");
     n.handle(100, primary_says("n1", 1, offset, 100));
     let seq = n.core.target.seq;

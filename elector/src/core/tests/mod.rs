@@ -9,6 +9,7 @@ mod durability;
 mod floor;
 mod lease;
 mod preempt;
+mod replica_tail;
 mod state_reset;
 mod switchover;
 mod vote;

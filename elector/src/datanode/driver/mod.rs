@@ -450,6 +450,7 @@ impl Tracker {
                     })
                     .collect();
                 obs.process_names = info.process_names.clone();
+                obs.runners_ended_by_others = info.runners_ended_by_others;
                 Some(info)
             }
             Err(e) => {

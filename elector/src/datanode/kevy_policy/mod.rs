@@ -216,6 +216,12 @@ pub struct KevyPolicy {
     following: Option<(String, String, u16)>,
     /// The replication address kevy itself reported following last.
     upstream_seen: Option<(String, u16)>,
+    /// A reading since our last `REPLICAOF` showed the node following the
+    /// upstream we set (`following`): a later one that shows it elsewhere
+    /// is a runner someone else ended, counted once.
+    following_seen: bool,
+    /// Runners we set that someone else ended (§6.10, "A replica's tail").
+    runners_ended_by_others: u64,
     /// The last target we applied made it the writable primary.
     writable_applied: bool,
     /// The watchdog's clamp count at our last reading, and when.
@@ -250,6 +256,8 @@ impl KevyPolicy {
                 .believing_a_resync_by_itself(believe_a_resync_by_itself),
             following: None,
             upstream_seen: None,
+            following_seen: false,
+            runners_ended_by_others: 0,
             writable_applied: false,
             watchdog_clamps_seen: None,
             watchdog_clamps_read_at: None,
@@ -506,6 +514,7 @@ impl KevyPolicy {
                         self.hold.demoted(now);
                         if let Some((host, port)) = at.clone() {
                             self.following = Some((addr.clone(), host, port));
+                            self.following_seen = false;
                         }
                         self.lift_then_done(Op::Follow { addr, at, upstream })
                     }

@@ -87,7 +87,11 @@ impl KevyPolicy {
         let (mut info, token) = settled_role(info, token, info_after);
         // Each mark found is in this process and no other (`kevy_mark`).
         info.process_names = present;
+        let clamped = watchdog_clamps
+            .is_some_and(|count| self.watchdog_clamps_seen.is_some_and(|seen| count > seen));
         self.note_watchdog_clamps(watchdog_clamps, clock.mono);
+        self.note_runner_ended_by_others(&info, clamped);
+        info.runners_ended_by_others = self.runners_ended_by_others;
         info.watchdog_clamps = watchdog_clamps;
         self.stream.identify(info.identity.as_deref());
         let reading = token.as_ref().and_then(|t| parse_reading(&info, t));
@@ -106,6 +110,14 @@ impl KevyPolicy {
         } else {
             // Without the token nothing names the stream (§6.10).
             info.stream = None;
+        }
+        // A link to an upstream someone else set is no join of ours: the
+        // stream's acknowledged writes may not be there (§6.10, "A
+        // replica's tail").
+        if let Some((_, host, port)) = &self.following {
+            if !info.follows(host, *port) {
+                info.link_up = false;
+            }
         }
         self.upstream_seen = match (&info.master_host, info.master_port) {
             (Some(host), Some(port)) if !info.is_master() => Some((host.clone(), port)),
@@ -139,6 +151,32 @@ impl KevyPolicy {
         info.offset = reported.offset;
         info.link_up &= reported.link_joined;
         info.stream = reported.generation.map(|g| format!("kevy-feed-{g}"));
+    }
+
+    /// Counts a runner we set that someone else ended (an operator's
+    /// `REPLICAOF` elsewhere, a promotion by hand): the node was read
+    /// following the upstream we set, and now is not (§6.10, "A replica's
+    /// tail"). Its token names no feed from then on, so how far the ended
+    /// runner got, the most it acknowledged, was read a poll ago at best.
+    /// The watchdog's clamp (`clamped`: its count rose in this reading)
+    /// is not counted: it reads the runner's position as it detaches it
+    /// (the floor hint).
+    fn note_runner_ended_by_others(&mut self, info: &ReplicationInfo, clamped: bool) {
+        let Some((_, host, port)) = &self.following else {
+            self.following_seen = false;
+            return;
+        };
+        if info.follows(host, *port) {
+            self.following_seen = true;
+            return;
+        }
+        if std::mem::take(&mut self.following_seen) && !clamped {
+            self.runners_ended_by_others += 1;
+            tracing::warn!(
+                role = %info.role, upstream = ?info.master_host, port = ?info.master_port,
+                "kevy: someone else moved this replica off the upstream the elector set; how far its runner got was last read a poll ago, so the elector votes as if it held the whole stream until it joins it again"
+            );
+        }
     }
 
     /// An increase of the watchdog's count on a node we read: a quiesce we

@@ -884,3 +884,97 @@ fn a_poll_asks_about_the_process_a_join_was_set_out_from_and_names_the_marks_it_
     p.ask_about_joining_process(Some("run_id:5f1c".into()));
     assert!(p.marks_to_check(None).is_empty());
 }
+
+/// A policy that followed n2 (`10.0.0.2`, replication port 16379).
+fn following_n2() -> KevyPolicy {
+    let mut p = policy();
+    let target = DataNodeTarget::Follow {
+        primary: "n2".into(),
+        primary_addr: "n2:6379".into(),
+    };
+    let first = p.apply(&target, at(0));
+    let (_, r) = run(
+        &mut p,
+        first,
+        vec![
+            KevyOutcome::Resolved(Ok(("10.0.0.2".into(), 6379))),
+            role(REPLICA_OF_NOWHERE),
+            KevyOutcome::Upstream(Some(UpstreamAt {
+                offset: 40,
+                generation: Some(8),
+            })),
+            pipeline(),
+            KevyOutcome::Lifted(Ok(())),
+        ],
+        0,
+    );
+    assert!(r.is_ok(), "{r:?}");
+    p
+}
+
+fn replica_reading(
+    p: &mut KevyPolicy,
+    replication: &str,
+    clamps: u64,
+    t: Millis,
+) -> ReplicationInfo {
+    let token = redis::Value::Array(vec![redis::Value::Int(3), redis::Value::Int(900)]);
+    p.observed(
+        KevyReading {
+            info: ReplicationInfo::parse(replication).unwrap(),
+            token: Some(token),
+            info_after: None,
+            watchdog_clamps: Some(clamps),
+            position_file: None,
+            marks_asked: Vec::new(),
+            marks_answer: None,
+        },
+        at(t),
+    )
+    .info
+}
+
+const FOLLOWING_ELSEWHERE: &str = "role:slave\r\nmaster_host:10.0.0.9\r\nmaster_port:16379\r\nmaster_link_status:up\r\nslave_repl_offset:40\r\n";
+
+/// §6.10, "A replica's tail": an operator's `REPLICAOF` ended the runner
+/// we set; its position was last read a poll ago, and the link it now
+/// reports is to an upstream we did not set.
+#[test]
+fn a_replica_moved_off_our_upstream_by_someone_else_is_counted_once_and_reads_unlinked() {
+    let mut p = following_n2();
+    let info = replica_reading(&mut p, FOLLOWING_N2, 0, 100);
+    assert_eq!(info.runners_ended_by_others, 0);
+    assert!(info.link_up, "joined to the upstream we set");
+    let info = replica_reading(&mut p, FOLLOWING_ELSEWHERE, 0, 200);
+    assert_eq!(info.runners_ended_by_others, 1);
+    assert!(
+        !info.link_up,
+        "a link to someone else's upstream is no join of ours"
+    );
+    let info = replica_reading(&mut p, FOLLOWING_ELSEWHERE, 0, 300);
+    assert_eq!(
+        info.runners_ended_by_others, 1,
+        "the same end, counted once"
+    );
+    assert!(!info.link_up);
+}
+
+/// The watchdog's clamp detaches the replica too, but reads the runner's
+/// position as it does (the floor hint): no end by someone else.
+#[test]
+fn the_watchdogs_clamp_is_not_counted_as_a_runner_ended_by_someone_else() {
+    let mut p = following_n2();
+    replica_reading(&mut p, FOLLOWING_N2, 0, 100);
+    let info = replica_reading(&mut p, REPLICA_OF_NOWHERE, 1, 200);
+    assert_eq!(info.runners_ended_by_others, 0);
+}
+
+/// A replica never read following the upstream we set has no runner of
+/// ours to end: a stale link elsewhere before our join is not counted.
+#[test]
+fn a_replica_never_read_on_our_upstream_counts_no_ended_runner() {
+    let mut p = following_n2();
+    let info = replica_reading(&mut p, FOLLOWING_ELSEWHERE, 0, 100);
+    assert_eq!(info.runners_ended_by_others, 0);
+    assert!(!info.link_up);
+}
