@@ -187,14 +187,23 @@ impl Sim {
         let d = &mut self.nodes[i].data;
         if d.up && d.is_master() {
             self.trace(i, "DEMOTED BY HAND");
-            self.kevy_role_changing(i, surely);
-            let d = &mut self.nodes[i].data;
-            d.applied = DataNodeTarget::Isolated;
-            d.link_up = false;
-            if let Some(k) = d.kevy.as_mut() {
+            self.detach_by_hand(i, surely);
+            if let Some(k) = self.nodes[i].data.kevy.as_mut() {
                 k.quiesced = false;
-                k.runner = None;
             }
+        }
+    }
+
+    /// Node `i`'s data node sent to nowhere by someone else's `REPLICAOF`
+    /// (read mid-change as [`Self::demote_by_hand_read`] says): on kevy its
+    /// runner, and the token that said how far it got, end.
+    fn detach_by_hand(&mut self, i: usize, surely: bool) {
+        self.kevy_role_changing(i, surely);
+        let d = &mut self.nodes[i].data;
+        d.applied = DataNodeTarget::Isolated;
+        d.link_up = false;
+        if let Some(k) = d.kevy.as_mut() {
+            k.runner = None;
         }
     }
 
@@ -210,13 +219,7 @@ impl Sim {
             return;
         }
         self.trace(i, "REPLICA REDIRECTED BY HAND");
-        self.kevy_role_changing(i, surely);
-        let d = &mut self.nodes[i].data;
-        d.applied = DataNodeTarget::Isolated;
-        d.link_up = false;
-        if let Some(k) = d.kevy.as_mut() {
-            k.runner = None;
-        }
+        self.detach_by_hand(i, surely);
     }
 
     /// The state the protocol leaves to an operator (§6.10): no primary, and

@@ -87,9 +87,7 @@ impl KevyPolicy {
         let (mut info, token) = settled_role(info, token, info_after);
         // Each mark found is in this process and no other (`kevy_mark`).
         info.process_names = present;
-        let clamped = watchdog_clamps
-            .is_some_and(|count| self.watchdog_clamps_seen.is_some_and(|seen| count > seen));
-        self.note_watchdog_clamps(watchdog_clamps, clock.mono);
+        let clamped = self.note_watchdog_clamps(watchdog_clamps, clock.mono);
         self.note_runner_ended_by_others(&info, clamped);
         info.runners_ended_by_others = self.runners_ended_by_others;
         info.watchdog_clamps = watchdog_clamps;
@@ -182,15 +180,19 @@ impl KevyPolicy {
     /// An increase of the watchdog's count on a node we read: a quiesce we
     /// did not set may be in force, its thread younger than our last read
     /// (less the moment between its command and its count).
-    fn note_watchdog_clamps(&mut self, count: Option<u64>, now: Millis) {
-        let Some(count) = count else { return };
-        if self.watchdog_clamps_seen.is_some_and(|seen| count > seen) {
+    /// Returns whether the count rose in this reading (the watchdog clamped
+    /// the node since our last read).
+    fn note_watchdog_clamps(&mut self, count: Option<u64>, now: Millis) -> bool {
+        let Some(count) = count else { return false };
+        let rose = self.watchdog_clamps_seen.is_some_and(|seen| count > seen);
+        if rose {
             let read_at = self.watchdog_clamps_read_at.unwrap_or(now);
             self.quiesce
                 .set_elsewhere(read_at.saturating_sub(CLAMP_BEFORE_COUNT_MS));
         }
         self.watchdog_clamps_seen = Some(count);
         self.watchdog_clamps_read_at = Some(now);
+        rose
     }
 
     /// Logs a replica acknowledgement kept from an earlier feed generation
