@@ -23,6 +23,11 @@ pub use readdress::pick_new_address;
 
 use crate::docker::{self, LABEL_RUN, LABEL_SESSION, LABEL_SUITE};
 use crate::error::{Error, Result};
+
+/// The longest a command run inside a node may take ([`Cluster::exec`]). The
+/// harness's own scripts bound each call to a data node far below it
+/// (`timeout 3 redis-cli`); this is the backstop for everything else.
+pub const EXEC_LIMIT: Duration = Duration::from_secs(60);
 use crate::scenario::Timings;
 use crate::target::{Member, TargetKind, Topology};
 
@@ -408,9 +413,24 @@ impl Cluster {
         Ok((st.running.unwrap_or(false), st.paused.unwrap_or(false)))
     }
 
+    /// Runs `cmd` in the node, for at most [`EXEC_LIMIT`]. Unbounded, one
+    /// command that waits on a stopped process (a `redis-cli` against a
+    /// SIGSTOPped kevy) held a whole chaos schedule for four minutes; past the
+    /// limit the step fails with what it ran, and the run ends (its end phase
+    /// still thaws every node) instead of hanging.
     pub async fn exec(&self, id: &str, cmd: &[&str]) -> Result<(i64, String)> {
         let n = self.node(id)?;
-        docker::exec(&self.docker, &n.container_name, cmd).await
+        tokio::time::timeout(
+            EXEC_LIMIT,
+            docker::exec(&self.docker, &n.container_name, cmd),
+        )
+        .await
+        .map_err(|_| {
+            Error::Cluster(format!(
+                "{id}: {cmd:?} did not finish within {} s",
+                EXEC_LIMIT.as_secs()
+            ))
+        })?
     }
 
     /// Runs a shell snippet in the node; fails on a non-zero exit.

@@ -45,11 +45,19 @@ pub(super) fn thaw_script() -> String {
     )
 }
 
+/// An operator lifting the fence by hand. Each call is bounded: against a
+/// stopped data node (a `stall_data` still in force) `redis-cli` waits for
+/// ever, and chaos seed 5801 hung on it for four minutes. When the node does
+/// not answer the first call in 3 s the rest are not sent and the step's
+/// output says so; that first command may still run when the node resumes,
+/// its effect unknown, as a hand change would be.
 const LIFT_FENCE: &str = "p=$(cat /etc/elector/data-port); \
-    redis-cli -p $p CONFIG SET min-replicas-to-write 0 >/dev/null; \
-    redis-cli -p $p CONFIG SET replica-read-only no >/dev/null; \
-    redis-cli -p $p REPLICAOF NO ONE >/dev/null; \
-    redis-cli -p $p ROLE | head -1";
+    cli() { timeout -s KILL 3 redis-cli -p $p \"$@\"; }; \
+    cli CONFIG SET min-replicas-to-write 0 >/dev/null \
+      || { echo 'data node did not answer within 3 s'; exit 0; }; \
+    cli CONFIG SET replica-read-only no >/dev/null; \
+    cli REPLICAOF NO ONE >/dev/null; \
+    cli ROLE | head -1";
 
 /// The gap the entrypoint waits before its next data-node restart, when a
 /// step gives one (read once and removed by `docker/entrypoint.sh`).
@@ -502,6 +510,31 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    #[test]
+    fn lifting_the_fence_of_a_data_node_that_never_answers_gives_up_within_seconds() {
+        // A listener that accepts and never reads: what a SIGSTOPped kevy is
+        // to a client (the kernel completes the handshake).
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let dir = std::env::temp_dir().join(format!("lift-fence-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let root = Scratch(dir);
+        std::fs::create_dir_all(root.path()).unwrap();
+        let port_file = root.path().join("data-port");
+        std::fs::write(&port_file, port.to_string()).unwrap();
+        let script = LIFT_FENCE.replace("/etc/elector/data-port", &port_file.display().to_string());
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        drop(listener);
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("did not answer"), "{out:?}");
+        assert!(took < Duration::from_secs(10), "took {took:?}");
     }
 
     fn spec(lose_data: bool, older: bool, gap_ms: Option<u64>) -> RestartDataSpec {
