@@ -23,13 +23,13 @@ pub use readdress::pick_new_address;
 
 use crate::docker::{self, LABEL_RUN, LABEL_SESSION, LABEL_SUITE};
 use crate::error::{Error, Result};
+use crate::scenario::Timings;
+use crate::target::{Member, TargetKind, Topology};
 
 /// The longest a command run inside a node may take ([`Cluster::exec`]). The
 /// harness's own scripts bound each call to a data node far below it
 /// (`timeout 3 redis-cli`); this is the backstop for everything else.
 pub const EXEC_LIMIT: Duration = Duration::from_secs(60);
-use crate::scenario::Timings;
-use crate::target::{Member, TargetKind, Topology};
 
 /// Node k's data node listens on `DATA_PORT_BASE + k` inside its container.
 pub const DATA_PORT_BASE: u16 = 6379;

@@ -218,7 +218,11 @@ pub fn spawn_poller(rec: Arc<Recorder>, interval: Duration, max: Duration) -> Jo
             // Each call in a round is bounded by `timeout` (two in a row on a
             // master whose elector is silent); a round far past that means
             // the harness itself stalled, and its history has a hole there.
-            warn_if_overran("poller round", rec.now_ms() - round_started, 3 * timeout);
+            warn_if_overran(
+                || "poller round".into(),
+                rec.now_ms() - round_started,
+                3 * timeout,
+            );
             let found = match &rec.discovery {
                 Discovery::Sentinel { master } => discovery::ask_sentinels(&rec, master).await,
                 d => discovery::primary_in(d, &round, rec.current_primary().as_deref()),
@@ -238,13 +242,15 @@ pub fn spawn_poller(rec: Arc<Recorder>, interval: Duration, max: Duration) -> Jo
 /// the harness's runtime did not run it (chaos seed 5801: three writers'
 /// writes each ended `unknown` 63 s after they began, and the run's history
 /// had no writes in that minute); the warning dates the hole in the log.
-fn warn_if_overran(what: &str, took_ms: crate::history::Ms, budget: Duration) {
+/// `what` is only formatted when it warns: the writers call this on every write.
+fn warn_if_overran(what: impl FnOnce() -> String, took_ms: crate::history::Ms, budget: Duration) {
     let limit_ms = 2 * budget.as_millis() as crate::history::Ms + 1_000;
     if took_ms > limit_ms {
         tracing::warn!(
             took_ms,
             budget_ms = budget.as_millis() as u64,
-            "{what} overran its timeouts: the harness stalled, not the cluster"
+            "{} overran its timeouts: the harness stalled, not the cluster",
+            what()
         );
     }
 }
@@ -315,7 +321,7 @@ pub fn spawn_writer(
             };
             let complete_ms = rec.now_ms();
             warn_if_overran(
-                &format!("writer {writer}: write {key} on {node}"),
+                || format!("writer {writer}: write {key} on {node}"),
                 complete_ms - invoke_ms,
                 op_timeout + wait_budget,
             );
