@@ -242,6 +242,7 @@ mod tests {
             joining_process: Some("run_id:5f1c".into()),
             led: Some(3),
             floor_unknown: true,
+            tail_unread: Some(4),
         };
         file.store(&state).unwrap();
         assert_eq!(

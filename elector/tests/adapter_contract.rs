@@ -89,3 +89,39 @@ fn the_contract_catches_a_kevy_adapter_that_believes_a_resync_by_itself() {
         "failed for another reason: {failure}"
     );
 }
+
+/// protocol §6.10, "A replica's tail", "Across an elector restart", on real
+/// kevy: the elector of a replica that followed its primary dies, an
+/// operator moves the replica elsewhere, and the next elector's adapter
+/// counts the runner as ended by someone else from the upstream the first
+/// one kept (`<data_dir>/kevy-upstream`); left alone, it counts nothing.
+#[test]
+fn a_kevy_replica_moved_by_hand_while_its_elector_was_down_is_counted_by_the_next_one() {
+    use elector::core::DataNodeTarget;
+    for moved in [false, true] {
+        let mut c =
+            contract::Contract::new(RealTarget::start(Backend::Kevy).with_electors_adapters());
+        c.reach(0, &DataNodeTarget::Primary)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let follow = c.follow(0);
+        c.reach(1, &follow).unwrap_or_else(|e| panic!("{e}"));
+        let joined = c
+            .read_until(1, 10_000, "joined", |r| r.link_up)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(joined.runners_ended_by_others, 0);
+        if moved {
+            c.t.replicaof_by_hand(1, "127.0.0.1", 1)
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        c.t.restart_adapter(1);
+        let info = c.read(1).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            info.runners_ended_by_others,
+            u64::from(moved),
+            "moved by hand: {moved}; reading {info:?}"
+        );
+        if moved {
+            assert!(!info.link_up, "a link someone else set is no join of ours");
+        }
+    }
+}

@@ -218,8 +218,45 @@ fn holder_out_of_reach(seed: u64, faults: Faults) -> Result<Sim, Failure> {
 /// within a poll after, so the replica's last reading may trail what it
 /// acknowledged while the other replica lacks the rest.
 fn replica_redirected_then_primary_lost(seed: u64, faults: Faults) -> Result<Sim, Failure> {
+    redirected_then_primary_lost(seed, faults, false)
+}
+
+/// The same, with the elector of the redirected replica restarted inside
+/// the window (§6.10, "A replica's tail", "across an elector restart"):
+/// killed before or after the operator's `REPLICAOF`, started again before
+/// or after the primary dies, while its kevy keeps running.
+fn replica_redirected_across_an_elector_restart(seed: u64, faults: Faults) -> Result<Sim, Failure> {
+    redirected_then_primary_lost(seed, faults, true)
+}
+
+/// What happens in the window of [`redirected_then_primary_lost`].
+#[derive(Clone, Copy)]
+enum Event {
+    Redirect,
+    PrimaryLost,
+    ElectorCrash,
+    ElectorRestart,
+}
+
+fn redirected_then_primary_lost(
+    seed: u64,
+    faults: Faults,
+    restart_elector: bool,
+) -> Result<Sim, Failure> {
+    redirected_then_primary_lost_under(seed, faults, restart_elector, |_| {})
+}
+
+/// [`redirected_then_primary_lost`] with `control` applied to the
+/// simulation before it starts (a test-only switch).
+fn redirected_then_primary_lost_under(
+    seed: u64,
+    faults: Faults,
+    restart_elector: bool,
+    control: impl FnOnce(&mut Sim),
+) -> Result<Sim, Failure> {
     let mut pick = StdRng::seed_from_u64(seed);
     let mut sim = Sim::kevy(seed, 3, 0, world(seed, true), faults);
+    control(&mut sim);
     let t0 = pick.gen_range(4_000..6_000);
     let surely = pick.gen_bool(0.5);
     // `behind` misses the last writes (cut off for less than a poll or
@@ -237,11 +274,30 @@ fn replica_redirected_then_primary_lost(seed: u64, faults: Faults) -> Result<Sim
             (replicas[1], replicas[0])
         };
         sim.isolate(behind);
-        run(&mut sim, t0)?;
-        sim.redirect_replica_by_hand(ahead, surely);
-        run(&mut sim, t0 + gap)?;
-        sim.crash(p, false);
-        sim.unisolate(behind);
+        // The elector of `ahead` dies up to 100 ms before the operator's
+        // `REPLICAOF` or up to 20 ms after it, and starts again up to
+        // 300 ms later: before or after the primary dies.
+        let crash_at = t0 - 100 + pick.gen_range(0..120);
+        let restart_at = crash_at + pick.gen_range(0..300);
+        let mut events = vec![(t0, Event::Redirect), (t0 + gap, Event::PrimaryLost)];
+        if restart_elector {
+            events.push((crash_at, Event::ElectorCrash));
+            events.push((restart_at, Event::ElectorRestart));
+        }
+        // Stable: at one instant the crash comes before the restart.
+        events.sort_by_key(|&(at, _)| at);
+        for (at, event) in events {
+            run(&mut sim, at)?;
+            match event {
+                Event::Redirect => sim.redirect_replica_by_hand(ahead, surely),
+                Event::PrimaryLost => {
+                    sim.crash(p, false);
+                    sim.unisolate(behind);
+                }
+                Event::ElectorCrash => sim.crash_elector(ahead),
+                Event::ElectorRestart => sim.restart(ahead),
+            }
+        }
         run(&mut sim, t0 + 10_000)?;
         settle(&mut sim, t0 + 10_000)
     })();
@@ -422,6 +478,27 @@ fn trusting_a_replicas_last_poll_loses_a_write_it_acknowledged_before_it_was_mov
     let (seed, why) =
         hit.expect("the kevy model must find a replica's unread tail lost under the control");
     eprintln!("a replica's tail found under the control: SIM_SEED={seed}: {why}");
+}
+
+#[test]
+fn without_the_watch_file_the_model_finds_a_restarted_elector_voting_a_poll_behind_its_replica() {
+    let hit = found(|seed| {
+        redirected_then_primary_lost_under(seed, Faults::default(), true, |sim| {
+            sim.kevy_without_watch = true;
+        })
+    });
+    let (seed, why) = hit.expect(
+        "the kevy model must find a replica's unread tail lost across an elector restart without the watch file",
+    );
+    eprintln!("a replica's tail across an elector restart, without the watch file: SIM_SEED={seed}: {why}");
+}
+
+#[test]
+fn a_kevy_replica_redirected_by_hand_across_its_electors_restart_loses_no_acknowledged_write() {
+    none_found(
+        "a_kevy_replica_redirected_by_hand_across_its_electors_restart_loses_no_acknowledged_write",
+        |seed| replica_redirected_across_an_elector_restart(seed, Faults::default()),
+    );
 }
 
 #[test]

@@ -58,12 +58,6 @@ pub(super) struct DataView {
     pub(crate) served_tail_unread: Option<u64>,
     /// The adapter's count of runners someone else ended, as last reported.
     pub(crate) runners_ended_by_others: u64,
-    /// This node's data node followed the stream of this data epoch as a
-    /// replica until someone else ended its kevy runner between two polls
-    /// (an operator's `REPLICAOF`): what it acknowledged there may exceed
-    /// its floor, the last reading, so it votes as if it held the whole
-    /// stream until it joins the stream again (§6.10, "A replica's tail").
-    pub(crate) acked_tail_unread: Option<u64>,
 }
 
 impl Default for DataView {
@@ -85,7 +79,6 @@ impl Default for DataView {
             joining_process_gone: false,
             served_tail_unread: None,
             runners_ended_by_others: 0,
-            acked_tail_unread: None,
         }
     }
 }
@@ -227,7 +220,11 @@ impl Core {
             data_epoch = record.data_epoch, floor = ?self.state.floor,
             "a replica's runner ended unread: what it acknowledged may exceed its last reading, so this node votes as if it held the whole stream until it joins it again"
         );
-        self.data.acked_tail_unread = Some(record.data_epoch);
+        self.state.tail_unread = Some(record.data_epoch);
+        // Durable at once: an elector restarted before its floor's next
+        // write would vote by its last reading again.
+        self.data.floor_dirty = true;
+        self.sync_floor(true);
     }
 
     /// A reading joined to the stream whose tail was unread (§6.10, "A
@@ -237,7 +234,7 @@ impl Core {
     /// the node judges offers by its readings again. A newer stream makes
     /// the old one's tail moot (positions rank by stream first).
     fn read_the_replicas_tail_again(&mut self, obs: &Observation) {
-        let Some(epoch) = self.data.acked_tail_unread else {
+        let Some(epoch) = self.state.tail_unread else {
             return;
         };
         let rejoined = obs.reachable
@@ -252,7 +249,8 @@ impl Core {
                 data_epoch = epoch, rejoined, floor = ?self.state.floor,
                 "the replica reads its stream again: it votes by its readings"
             );
-            self.data.acked_tail_unread = None;
+            self.state.tail_unread = None;
+            self.data.floor_dirty = true;
         }
     }
 

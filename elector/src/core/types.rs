@@ -93,6 +93,16 @@ pub struct PersistedState {
     /// stands nor votes, except for an operator's forced candidacy (§6.10).
     #[serde(default, skip_serializing_if = "is_false")]
     pub(crate) floor_unknown: bool,
+    /// This node's data node followed the stream of this data epoch as a
+    /// replica until someone else ended its kevy runner between two polls
+    /// (an operator's `REPLICAOF`): what it acknowledged there may exceed
+    /// its floor, the last reading, so it votes as if it held the whole
+    /// stream until it joins the stream again (§6.10, "A replica's tail").
+    /// Durable: an elector restarted meanwhile would otherwise vote with
+    /// its floor again (simulator seed 41 of
+    /// `a_kevy_replica_redirected_by_hand_across_its_electors_restart_loses_no_acknowledged_write`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tail_unread: Option<u64>,
 }
 
 /// A fresh state (no file yet): a node that never led anything says so,
@@ -114,6 +124,7 @@ impl Default for PersistedState {
             joining_process: None,
             led: Some(0),
             floor_unknown: false,
+            tail_unread: None,
         }
     }
 }

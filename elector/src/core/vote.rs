@@ -49,7 +49,7 @@ impl Core {
         // Not a shortcut: an unclaimed join's floor of a newer epoch still
         // counts above it (kevy with loading, seed 2752, when it was one).
         let fresh = if self.tail_unknown_in_served_stream(stream)
-            || self.data.acked_tail_unread == Some(stream)
+            || self.state.tail_unread == Some(stream)
         {
             (stream, u64::MAX)
         } else {

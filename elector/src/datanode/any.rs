@@ -21,13 +21,13 @@ pub(crate) enum AnyNode {
 impl AnyNode {
     /// This node's adapter, or `None` on a witness (no data node, §4.5).
     pub(crate) fn from_config(config: &Config) -> Option<AnyNode> {
-        AnyNode::build(config, false)
+        AnyNode::build(config, false, false)
     }
 
     /// The elector's own adapter of a kevy node that holds its connects at
     /// nowhere (`hold`): its adapter task and its stop fence.
     pub(crate) fn with_hold(config: &Config, hold: Option<NowhereHold>) -> Option<AnyNode> {
-        match (AnyNode::build(config, hold.is_some())?, hold) {
+        match (AnyNode::build(config, hold.is_some(), true)?, hold) {
             (AnyNode::Kevy(node), Some(hold)) => {
                 Some(AnyNode::Kevy(Box::new((*node).with_nowhere_hold(hold))))
             }
@@ -47,7 +47,10 @@ impl AnyNode {
         }
     }
 
-    fn build(config: &Config, hold: bool) -> Option<AnyNode> {
+    /// `elector`: one of the elector's own adapters (its task, its stop
+    /// fence), which keep the watched runner across restarts
+    /// (`kevy_policy::watch`); the watchdog's does not.
+    fn build(config: &Config, hold: bool, elector: bool) -> Option<AnyNode> {
         let dn = config.data_node.as_ref()?;
         let credentials = dn.credentials();
         Some(match dn.kind {
@@ -74,6 +77,7 @@ impl AnyNode {
                         &config.data_dir,
                     )),
                     position: Some(super::kevy_stream::position_path(&config.data_dir)),
+                    upstream: elector.then(|| config.data_dir.join("kevy-upstream")),
                 },
             ))),
             DataNodeKind::Redis => AnyNode::Redis(Box::new(

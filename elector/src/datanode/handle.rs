@@ -21,6 +21,13 @@ impl Adapter {
         AnyNode::from_config(config).map(|node| Adapter { node })
     }
 
+    /// The adapter as the elector's own task builds it: on kevy it also
+    /// keeps the runner it watches across restarts of the elector
+    /// (`<data_dir>/kevy-upstream`, protocol §6.10 "A replica's tail").
+    pub fn of_the_elector(config: &Config) -> Option<Adapter> {
+        AnyNode::with_hold(config, None).map(|node| Adapter { node })
+    }
+
     /// Reads the data node, fresh, as every poll of the runtime does.
     pub async fn observe(&mut self) -> Result<ReplicationInfo, DataNodeError> {
         self.node.observe().await

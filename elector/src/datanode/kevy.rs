@@ -72,12 +72,19 @@ impl KevyNode {
         settings: KevySettings,
         files: SharedFiles,
     ) -> KevyNode {
+        let settings_ack_nudge = settings.ack_nudge;
+        let mut policy = KevyPolicy::new(settings, wall_ms());
+        // The elector's adapters resume the watch an earlier elector kept
+        // (`kevy_policy::watch`); the watchdog's keeps none.
+        if files.upstream.is_some() {
+            policy.resume_watch(files.read_watch().as_deref(), files.watchdog_clamps());
+        }
         KevyNode {
             client: RespClient::new(address, credentials),
             credentials: credentials.clone(),
             upstream_probe: None,
-            nudger: Nudger::new(address, credentials, settings.ack_nudge),
-            policy: KevyPolicy::new(settings, wall_ms()),
+            nudger: Nudger::new(address, credentials, settings_ack_nudge),
+            policy,
             nowhere_hold: None,
             files,
             aborts: AbortTally::default(),
@@ -101,6 +108,13 @@ impl KevyNode {
         self
     }
 
+    /// Writes the watch file when the policy's watch changed.
+    fn write_watch(&mut self) {
+        if let Some(text) = self.policy.take_watch_write() {
+            self.files.write_watch(text.as_deref());
+        }
+    }
+
     fn clock(&self) -> Clock {
         Clock {
             mono: self.started.elapsed().as_millis() as Millis,
@@ -116,6 +130,7 @@ impl KevyNode {
                     if let Some(text) = self.policy.take_position_write() {
                         self.files.write_position(&text);
                     }
+                    self.write_watch();
                     return result;
                 }
                 KevyStep::Run(command) => {
@@ -290,6 +305,7 @@ impl DataNodeAdapter for KevyNode {
         let clamps = self.files.watchdog_clamps();
         let reading = pipeline::observed(&replies, position_file, clamps, marks_asked)?;
         let view = self.policy.observed(reading, self.clock());
+        self.write_watch();
         if let Some(source) = &view.load_mark {
             self.load_mark(source).await;
         }

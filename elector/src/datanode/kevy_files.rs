@@ -1,6 +1,8 @@
 //! The files a kevy adapter shares with its watchdog (another process) in
 //! `<data_dir>`: the watchdog's clamp count, which the adapter only reads,
-//! and the held position (`kevy_stream`), which both write.
+//! and the held position (`kevy_stream`), which both write; and the
+//! elector's own, the runner it watches (`kevy_policy::watch`), which only
+//! the elector's adapters keep (the watchdog never sets an upstream).
 //!
 //! Writes are best effort and atomic (a temporary file renamed over the old
 //! one): a reader sees the old contents or the new, never half of either. A
@@ -16,6 +18,8 @@ use std::path::{Path, PathBuf};
 pub(crate) struct SharedFiles {
     pub(crate) watchdog_clamps: Option<PathBuf>,
     pub(crate) position: Option<PathBuf>,
+    /// `<data_dir>/kevy-upstream`: the elector's adapters only.
+    pub(crate) upstream: Option<PathBuf>,
 }
 
 impl SharedFiles {
@@ -37,6 +41,28 @@ impl SharedFiles {
     pub(crate) fn write_position(&self, text: &str) {
         if let Some(path) = &self.position {
             replace(path, text, "writing the held position");
+        }
+    }
+
+    /// The watch file's text; `None` without one (or without the file).
+    pub(crate) fn read_watch(&self) -> Option<String> {
+        std::fs::read_to_string(self.upstream.as_ref()?).ok()
+    }
+
+    /// Writes the watch the policy asked for (`None`: removes the file).
+    pub(crate) fn write_watch(&self, text: Option<&str>) {
+        let Some(path) = &self.upstream else {
+            return;
+        };
+        match text {
+            Some(text) => replace(path, text, "writing the watched upstream"),
+            None => match std::fs::remove_file(path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "kevy: removing the watched upstream failed");
+                }
+            },
         }
     }
 
@@ -79,6 +105,7 @@ mod tests {
         let files = SharedFiles {
             watchdog_clamps: Some(dir.path().join("clamps")),
             position: Some(dir.path().join("position")),
+            upstream: Some(dir.path().join("upstream")),
         };
         assert_eq!(files.read_position(), None);
         assert_eq!(files.watchdog_clamps(), Some(0), "no clamp yet");
@@ -92,5 +119,23 @@ mod tests {
         nowhere.write_position("ignored");
         assert_eq!(nowhere.read_position(), None);
         assert_eq!(nowhere.watchdog_clamps(), None);
+    }
+
+    #[test]
+    fn a_watch_written_is_read_back_and_removing_it_twice_is_quiet() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = SharedFiles {
+            upstream: Some(dir.path().join("upstream")),
+            ..SharedFiles::default()
+        };
+        assert_eq!(files.read_watch(), None);
+        files.write_watch(Some("follows h 1 clamps -\n"));
+        assert_eq!(
+            files.read_watch().as_deref(),
+            Some("follows h 1 clamps -\n")
+        );
+        files.write_watch(None);
+        files.write_watch(None);
+        assert_eq!(files.read_watch(), None);
     }
 }

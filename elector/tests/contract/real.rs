@@ -20,6 +20,7 @@ pub enum Backend {
 }
 
 struct Node {
+    config: elector::config::Config,
     ports: NodePorts,
     dir: PathBuf,
     process: Option<Child>,
@@ -90,6 +91,7 @@ impl RealTarget {
                     .config;
                 let adapter = Adapter::from_config(&config).expect("a data member");
                 Node {
+                    config,
                     ports,
                     dir,
                     process: None,
@@ -113,6 +115,33 @@ impl RealTarget {
             target.start_data(i);
         }
         target
+    }
+
+    /// Every node's adapter as the elector's own task builds it
+    /// ([`Adapter::of_the_elector`]).
+    pub fn with_electors_adapters(mut self) -> RealTarget {
+        for i in 0..self.nodes.len() {
+            self.restart_adapter(i);
+        }
+        self
+    }
+
+    /// Node `i`'s elector dies and starts again: a new adapter of the
+    /// elector's, its data node left as it is.
+    pub fn restart_adapter(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        node.adapter = Adapter::of_the_elector(&node.config).expect("a data member");
+    }
+
+    /// An operator's `REPLICAOF host port` on node `i`, behind its adapter.
+    pub fn replicaof_by_hand(&mut self, i: usize, host: &str, port: u16) -> Result<(), String> {
+        let mut conn = self.connection(i)?;
+        redis::cmd("REPLICAOF")
+            .arg(host)
+            .arg(port)
+            .query::<String>(&mut conn)
+            .map(|_| ())
+            .map_err(|e| format!("REPLICAOF by hand: {e}"))
     }
 
     /// Starts node `i`'s data node as its configuration says (a replica of

@@ -72,6 +72,9 @@ pub struct KevyState {
     pub info_offset_max: u64,
     pub watchdog_clamps: u64,
     pub position_file: Option<String>,
+    /// The elector's `<data_dir>/kevy-upstream` (`kevy_policy::watch`):
+    /// the elector's file, so a kevy restart leaves it as it was.
+    pub watch_file: Option<String>,
     /// After a full resync, a replica loads the snapshot until this time:
     /// its reads time out while `PING` on the tether still answers (issue
     /// 35: 400 MB kept a kevy replica from answering `REPL.TOKEN` in time).

@@ -410,6 +410,13 @@ impl Sim {
                 {
                     self.kstate_mut(i).position_file = Some(text);
                 }
+                if let Some(text) = self.nodes[i]
+                    .kevy_policy
+                    .as_mut()
+                    .and_then(|p| p.take_watch_write())
+                {
+                    self.kstate_mut(i).watch_file = text;
+                }
                 let outcome = match self.nodes[i].kevy_op.take() {
                     Some(KevyOp::FenceBlind) => Outcome::BlindFenced(result),
                     _ => Outcome::Applied(result),
@@ -580,8 +587,12 @@ impl Sim {
         });
         view.info.floor_hint = floor_hint;
         let satisfies = target.is_some_and(|t| policy.satisfies(&view.info, &t, clock.mono));
+        let watch = policy.take_watch_write();
         if let Some(sha) = loaded {
             self.kstate_mut(i).marks.push(sha);
+        }
+        if let Some(text) = watch {
+            self.kstate_mut(i).watch_file = text;
         }
         for _ in 0..view.pad_frames.min(10_000) {
             let write_id = u64::MAX; // a no-op frame of ours
@@ -701,6 +712,7 @@ impl Sim {
             let seed = (!self.kevy_without_marks)
                 .then(|| ((i as u128) << 64) | (1 << 63) | u128::from(self.nodes[i].incarnation));
             let mut stopping = policy(early, seed, self.clock(i));
+            self.resume_kevy_watch(i, &mut stopping);
             let first = stopping.fence_blind();
             self.kevy_run_at_once(i, &mut stopping, first);
         } else if self.nodes[i].data.up {
@@ -775,7 +787,21 @@ impl Sim {
         if let Some(text) = policy.take_position_write() {
             self.kstate_mut(i).position_file = Some(text);
         }
+        if let Some(text) = policy.take_watch_write() {
+            self.kstate_mut(i).watch_file = text;
+        }
         step
+    }
+
+    /// An elector's adapter (its task's, its stop fence's) resumes the
+    /// watch the last one kept, as `KevyNode::new` does (`kevy_policy::watch`).
+    pub(super) fn resume_kevy_watch(&self, i: usize, policy: &mut KevyPolicy) {
+        let Some(k) = self.nodes[i].data.kevy.as_ref() else {
+            return;
+        };
+        if !self.kevy_without_watch {
+            policy.resume_watch(k.watch_file.as_deref(), Some(k.watchdog_clamps));
+        }
     }
 
     /// A kevy replica loading a full resync's snapshot (issue 35): reads

@@ -246,6 +246,9 @@ pub struct Sim {
     /// before `datanode::kevy_mark`): a control, so the model shows
     /// what the marks are for.
     pub kevy_without_marks: bool,
+    /// A control: electors keep no watch file (`kevy_policy::watch`), as
+    /// before a restarted elector resumed the runner it watched.
+    pub kevy_without_watch: bool,
     /// `lose_state_and_reset` starts the node from a fresh state, as
     /// `--reset-state` did before `PersistedState::after_state_loss`: a
     /// control, so the model shows what the unknown floor is for.
@@ -332,6 +335,7 @@ impl Sim {
             kevy_quiesce_fence_limit_ms: 60_000,
             kevy_reads_role_once: false,
             kevy_without_marks: false,
+            kevy_without_watch: false,
             reset_as_fresh: false,
             clients_write: true,
             priorities: vec![100; n],
@@ -577,6 +581,7 @@ impl Sim {
         // As the shell does: its polls ask about the process the durable
         // state's unclaimed join was set out from (§6.10).
         policy.ask_about_joining_process(self.nodes[i].disk.joining_process().map(str::to_string));
+        self.resume_kevy_watch(i, &mut policy);
         Some(policy)
     }
 

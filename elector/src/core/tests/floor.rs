@@ -576,7 +576,7 @@ fn hinted(
 }
 
 /// n2 restarted (elector alone) from `durable`, at 5 000 ms.
-fn restarted(durable: PersistedState) -> Node {
+pub(super) fn restarted(durable: PersistedState) -> Node {
     let mut n = Node {
         core: Core::new(config("n2"), durable, 5_000),
         gate: Gate::default(),

@@ -4,7 +4,7 @@
 //! again it votes as if it held all of it (kevy focused schedule
 //! `replica_redirected_then_primary_lost`, seed 16).
 
-use super::floor::{follower_at, offer_at, reject_reason, stream};
+use super::floor::{follower_at, offer_at, reject_reason, restarted, stream};
 use super::*;
 use crate::protocol::RejectReason;
 
@@ -48,7 +48,7 @@ fn a_replica_moved_off_its_primary_by_hand_refuses_every_candidate_of_its_stream
         Some(RejectReason::CandidateBehind),
         "it may have acknowledged past 520 before the runner ended: {step:?}"
     );
-    assert_eq!(n.core.data.acked_tail_unread, Some(1));
+    assert_eq!(n.core.state.tail_unread, Some(1));
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn a_replica_moved_off_its_primary_by_hand_reports_it() {
 fn a_replica_whose_upstream_no_one_else_replaced_votes_by_its_last_reading() {
     let (n, step) = replica_judging_a_candidate_after(0, Faults::default());
     assert_eq!(reject_reason(&step), None, "520 covers 500: {step:?}");
-    assert_eq!(n.core.data.acked_tail_unread, None);
+    assert_eq!(n.core.state.tail_unread, None);
 }
 
 #[test]
@@ -86,11 +86,11 @@ fn a_replica_that_joins_its_stream_again_votes_by_its_readings() {
     let mut n = follower_at(500);
     let seq = n.core.target.seq;
     n.handle(200, moved_by_hand(500, seq, 1));
-    assert_eq!(n.core.data.acked_tail_unread, Some(1));
+    assert_eq!(n.core.state.tail_unread, Some(1));
     // The elector sets its upstream again; a new runner's full sync of
     // the primary, begun after the old one ended, reads 600.
     n.handle(300, floor::reading(600, seq, true, stream("s1"), 0));
-    assert_eq!(n.core.data.acked_tail_unread, None, "rejoined");
+    assert_eq!(n.core.state.tail_unread, None, "rejoined");
     assert_eq!(
         n.core.state.floor,
         Some(Floor::new(1, 600)),
@@ -111,7 +111,31 @@ fn a_count_reported_again_by_an_unchanged_adapter_is_counted_once() {
     n.handle(300, floor::reading(600, seq, true, stream("s1"), 0));
     n.handle(400, moved_by_hand(600, seq, 1));
     assert_eq!(
-        n.core.data.acked_tail_unread, None,
+        n.core.state.tail_unread, None,
         "the same count is no new runner ended"
+    );
+}
+
+/// The note is written at once, not with the floor's next batch: an
+/// elector restarted before that would vote by its last reading again
+/// (kevy focused schedule `replica_redirected_across_an_elector_restart`,
+/// seed 41), its adapter's count starting from 0.
+#[test]
+fn the_note_of_an_unread_tail_is_written_at_once_and_outlives_the_elector() {
+    let mut n = follower_at(500);
+    let seq = n.core.target.seq;
+    let step = n.handle(200, moved_by_hand(500, seq, 1));
+    let durable = step.persist.map(|p| p.state).expect("written at once");
+    assert_eq!(durable.tail_unread, Some(1));
+    let mut r = restarted(durable);
+    let seq = r.core.target.seq;
+    r.handle(9_990, moved_by_hand(500, seq, 0));
+    let seq = r.core.target.seq;
+    r.handle(9_995, moved_by_hand(500, seq, 0));
+    let step = r.handle(10_000, offer_at(2, "n3", 1, 520));
+    assert_eq!(
+        reject_reason(&step),
+        Some(RejectReason::CandidateBehind),
+        "the restarted node still votes as if it held the whole stream: {step:?}"
     );
 }

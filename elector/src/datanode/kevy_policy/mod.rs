@@ -31,6 +31,7 @@
 
 mod new_generation;
 mod observe;
+mod watch;
 
 use super::kevy_hold::PromotionHold;
 pub use super::kevy_mark::MarkStep;
@@ -40,6 +41,7 @@ use super::kevy_stream::{FileHeld, StreamPosition, UpstreamAt};
 use super::{DataNodeError, ReplicationInfo, NOWHERE};
 use crate::core::{DataNodeTarget, Millis};
 use new_generation::Unnamed;
+use watch::{WatchFile, Watched};
 
 pub use observe::{KevyReading, KevyView, NudgeView};
 
@@ -222,6 +224,15 @@ pub struct KevyPolicy {
     following_seen: bool,
     /// Runners we set that someone else ended (§6.10, "A replica's tail").
     runners_ended_by_others: u64,
+    /// The watch an earlier elector kept (`watch`), until a reading of
+    /// the node is checked against it or a command of ours moves it.
+    resumed: Option<Watched>,
+    /// A runner we set was ended by someone else and the node has not
+    /// joined an upstream we set since (`watch`: kept in the file).
+    ended_unread: bool,
+    /// The watch file's text as last written or read; `None`: this policy
+    /// keeps no watch file (the watchdog's, a test's).
+    watch_file: Option<Option<String>>,
     /// The last target we applied made it the writable primary.
     writable_applied: bool,
     /// The watchdog's clamp count at our last reading, and when.
@@ -258,6 +269,9 @@ impl KevyPolicy {
             upstream_seen: None,
             following_seen: false,
             runners_ended_by_others: 0,
+            resumed: None,
+            ended_unread: false,
+            watch_file: None,
             writable_applied: false,
             watchdog_clamps_seen: None,
             watchdog_clamps_read_at: None,
@@ -277,6 +291,58 @@ impl KevyPolicy {
         self.joining_process = mark.filter(|m| is_sha(m));
     }
 
+    /// Resumes the watch an earlier elector kept in `file` (the text of
+    /// `<data_dir>/kevy-upstream`, `watch`), given the watchdog's clamp
+    /// count now; from then on [`KevyPolicy::take_watch_write`] says what
+    /// to write there. A clamp since the watch was taken voids it: the
+    /// watchdog read the runner's position as it detached it.
+    pub fn resume_watch(&mut self, file: Option<&str>, clamps_now: Option<u64>) {
+        self.watch_file = Some(file.map(str::to_string));
+        let file = WatchFile::parse(file.unwrap_or(""));
+        if file.unread {
+            tracing::warn!(
+                "kevy: an earlier elector counted a runner someone else ended, and the node has not joined since: the elector votes as if it held the whole stream until it joins it again"
+            );
+            self.runners_ended_by_others += 1;
+            self.ended_unread = true;
+        }
+        let Some(watched) = file.watched else {
+            return;
+        };
+        if watched.clamped_since(clamps_now) {
+            tracing::info!(
+                upstream = %watched.host, port = watched.port,
+                "kevy: the watchdog clamped this node while no elector ran; the runner it ended was read as it detached it"
+            );
+            return;
+        }
+        self.resumed = Some(watched);
+    }
+
+    /// The watch file's new text when it changed (`Some(None)`: remove
+    /// it); `None` when unchanged or when this policy keeps none.
+    pub fn take_watch_write(&mut self) -> Option<Option<String>> {
+        let written = self.watch_file.as_mut()?;
+        let watched = match (&self.following, &self.resumed) {
+            (Some((_, host, port)), _) if self.following_seen => Some(Watched {
+                host: host.clone(),
+                port: *port,
+                clamps: self.watchdog_clamps_seen,
+            }),
+            (_, resumed) => resumed.clone(),
+        };
+        let now = WatchFile {
+            watched,
+            unread: self.ended_unread,
+        }
+        .render();
+        if *written == now {
+            return None;
+        }
+        *written = now.clone();
+        Some(now)
+    }
+
     /// The tether says another process answers (§6.8): forget everything
     /// about the old one (its position, its upstream, its quiesce, its
     /// role's history). Its id may be the same (process 1 in a container).
@@ -285,6 +351,7 @@ impl KevyPolicy {
         self.hold = PromotionHold::new(self.settings.reconnect_window_ms);
         self.quiesce.forget();
         self.following = None;
+        self.resumed = None;
         self.upstream_seen = None;
         self.writable_applied = false;
         self.nudge_armed_since = None;
@@ -674,6 +741,8 @@ impl KevyPolicy {
         clock: Clock,
     ) -> Result<(), DataNodeError> {
         let read = read?;
+        let before = read.replication_after.as_deref();
+        self.check_resumed_before_our_move(before.or(read.replication.as_deref()));
         // Our mark, asked in the same pipeline: the position it read is
         // then this very process's (`kevy_mark`).
         // The pipeline asks about our own mark only: at most that one is

@@ -115,6 +115,10 @@ impl KevyPolicy {
         if let Some((_, host, port)) = &self.following {
             if !info.follows(host, *port) {
                 info.link_up = false;
+            } else if info.link_up && self.ended_unread {
+                // Joined again to an upstream we set: the new runner's full
+                // sync holds what the ended one acknowledged (`watch`).
+                self.ended_unread = false;
             }
         }
         self.upstream_seen = match (&info.master_host, info.master_port) {
@@ -162,6 +166,7 @@ impl KevyPolicy {
     fn note_runner_ended_by_others(&mut self, info: &ReplicationInfo, clamped: bool) {
         let Some((_, host, port)) = &self.following else {
             self.following_seen = false;
+            self.check_resumed(info, clamped);
             return;
         };
         if info.follows(host, *port) {
@@ -170,11 +175,53 @@ impl KevyPolicy {
         }
         if std::mem::take(&mut self.following_seen) && !clamped {
             self.runners_ended_by_others += 1;
+            self.ended_unread = true;
             tracing::warn!(
                 role = %info.role, upstream = ?info.master_host, port = ?info.master_port,
                 "kevy: someone else moved this replica off the upstream the elector set; how far its runner got was last read a poll ago, so the elector votes as if it held the whole stream until it joins it again"
             );
         }
+    }
+
+    /// Checks a reading against the watch an earlier elector kept
+    /// (`watch`): the node no longer following that upstream, and the
+    /// watchdog not the one that moved it, is a runner someone else ended
+    /// while no elector of ours was looking, counted as in
+    /// [`Self::note_runner_ended_by_others`].
+    pub(super) fn check_resumed(&mut self, info: &ReplicationInfo, clamped: bool) {
+        let Some(watched) = &self.resumed else {
+            return;
+        };
+        if info.follows(&watched.host, watched.port) {
+            return;
+        }
+        let watched = self.resumed.take().expect("checked above");
+        if clamped {
+            return;
+        }
+        self.runners_ended_by_others += 1;
+        self.ended_unread = true;
+        tracing::warn!(
+            role = %info.role, upstream = ?info.master_host, port = ?info.master_port,
+            watched = %watched.host, watched_port = watched.port,
+            "kevy: this replica left the upstream an earlier elector set while no elector watched it; how far its runner got is unknown, so the elector votes as if it held the whole stream until it joins it again"
+        );
+    }
+
+    /// The first command of ours since an earlier elector's watch was
+    /// resumed moves the node: its pipeline's reading before the move is
+    /// checked against the watch, which then ends (the pipeline reads the
+    /// position of the runner our command ends). An unreadable reading
+    /// counts as a move by someone else: what the runner got is unknown.
+    pub(super) fn check_resumed_before_our_move(&mut self, replication: Option<&str>) {
+        if self.resumed.is_none() {
+            return;
+        }
+        match replication.map(ReplicationInfo::parse) {
+            Some(Ok(info)) => self.check_resumed(&info, false),
+            _ => self.check_resumed(&ReplicationInfo::default(), false),
+        }
+        self.resumed = None;
     }
 
     /// An increase of the watchdog's count on a node we read: a quiesce we

@@ -978,3 +978,95 @@ fn a_replica_never_read_on_our_upstream_counts_no_ended_runner() {
     assert_eq!(info.runners_ended_by_others, 0);
     assert!(!info.link_up);
 }
+
+/// The watch file the policy wrote, and a new policy (a restarted elector)
+/// that resumes it with the watchdog's count `clamps_now`.
+fn restarted_from(p: &mut KevyPolicy, clamps_now: u64) -> KevyPolicy {
+    p.resume_watch(None, Some(0));
+    let written = p.take_watch_write().expect("a watch to write");
+    let mut restarted = policy();
+    restarted.resume_watch(written.as_deref(), Some(clamps_now));
+    restarted
+}
+
+/// §6.10, "A replica's tail", across an elector restart: the upstream a
+/// reading saw the node follow is kept (`watch`), and a restarted elector
+/// that finds the node elsewhere counts the runner as ended by others.
+#[test]
+fn a_restarted_elector_counts_a_runner_someone_else_ended_while_it_was_down() {
+    let mut p = following_n2();
+    replica_reading(&mut p, FOLLOWING_N2, 0, 100);
+    let mut restarted = restarted_from(&mut p, 0);
+    let info = replica_reading(&mut restarted, FOLLOWING_ELSEWHERE, 0, 0);
+    assert_eq!(info.runners_ended_by_others, 1);
+    let info = replica_reading(&mut restarted, FOLLOWING_ELSEWHERE, 0, 100);
+    assert_eq!(info.runners_ended_by_others, 1, "counted once");
+}
+
+#[test]
+fn a_restarted_elector_finding_the_node_on_the_watched_upstream_counts_nothing() {
+    let mut p = following_n2();
+    replica_reading(&mut p, FOLLOWING_N2, 0, 100);
+    let mut restarted = restarted_from(&mut p, 0);
+    let info = replica_reading(&mut restarted, FOLLOWING_N2, 0, 0);
+    assert_eq!(info.runners_ended_by_others, 0);
+    assert_eq!(
+        restarted.take_watch_write(),
+        None,
+        "the watch stands as written"
+    );
+}
+
+/// The watchdog's clamp while no elector ran read the runner's position as
+/// it detached it (the floor hint): the watch is void.
+#[test]
+fn a_watch_taken_before_a_watchdog_clamp_is_void_after_the_restart() {
+    let mut p = following_n2();
+    replica_reading(&mut p, FOLLOWING_N2, 0, 100);
+    let mut restarted = restarted_from(&mut p, 1);
+    let info = replica_reading(&mut restarted, REPLICA_OF_NOWHERE, 1, 0);
+    assert_eq!(info.runners_ended_by_others, 0);
+}
+
+/// Our own first `REPLICAOF` after the restart reads the node in its
+/// pipeline before moving it: a node already elsewhere is counted there.
+#[test]
+fn a_restarted_elector_checks_the_watch_in_the_pipeline_of_its_first_replicaof() {
+    let mut p = following_n2();
+    replica_reading(&mut p, FOLLOWING_N2, 0, 100);
+    let mut restarted = restarted_from(&mut p, 0);
+    let first = restarted.apply(&DataNodeTarget::Isolated, at(0));
+    let (_, r) = run(
+        &mut restarted,
+        first,
+        vec![
+            pipeline_read(FOLLOWING_ELSEWHERE, [3, 900], None),
+            KevyOutcome::Lifted(Ok(())),
+        ],
+        0,
+    );
+    assert!(r.is_ok(), "{r:?}");
+    let info = replica_reading(&mut restarted, REPLICA_OF_NOWHERE, 0, 100);
+    assert_eq!(info.runners_ended_by_others, 1);
+}
+
+/// A count outlives an elector killed before its core wrote it down: the
+/// file's `unread` flag counts again at the restart, and clears once the
+/// node reads joined to an upstream we set.
+#[test]
+fn a_count_outlives_the_elector_until_the_node_joins_an_upstream_we_set_again() {
+    let mut p = following_n2();
+    replica_reading(&mut p, FOLLOWING_N2, 0, 100);
+    replica_reading(&mut p, FOLLOWING_ELSEWHERE, 0, 200);
+    let mut restarted = restarted_from(&mut p, 0);
+    let info = replica_reading(&mut restarted, FOLLOWING_ELSEWHERE, 0, 0);
+    assert_eq!(info.runners_ended_by_others, 1, "the earlier count, again");
+    let mut rejoined = following_n2();
+    rejoined.resume_watch(Some("unread\n"), Some(0));
+    replica_reading(&mut rejoined, FOLLOWING_N2, 0, 100);
+    assert_eq!(
+        rejoined.take_watch_write().flatten().as_deref(),
+        Some("follows 10.0.0.2 16379 clamps 0\n"),
+        "the flag cleared by the join; the new runner watched"
+    );
+}
