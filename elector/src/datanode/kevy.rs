@@ -72,7 +72,7 @@ impl KevyNode {
         settings: KevySettings,
         files: SharedFiles,
     ) -> KevyNode {
-        let settings_ack_nudge = settings.ack_nudge;
+        let nudger = Nudger::new(address, credentials, settings.ack_nudge);
         let mut policy = KevyPolicy::new(settings, wall_ms());
         // The elector's adapters resume the watch an earlier elector kept
         // (`kevy_policy::watch`); the watchdog's keeps none.
@@ -83,7 +83,7 @@ impl KevyNode {
             client: RespClient::new(address, credentials),
             credentials: credentials.clone(),
             upstream_probe: None,
-            nudger: Nudger::new(address, credentials, settings_ack_nudge),
+            nudger,
             policy,
             nowhere_hold: None,
             files,

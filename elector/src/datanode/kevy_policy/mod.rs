@@ -303,8 +303,7 @@ impl KevyPolicy {
             tracing::warn!(
                 "kevy: an earlier elector counted a runner someone else ended, and the node has not joined since: the elector votes as if it held the whole stream until it joins it again"
             );
-            self.runners_ended_by_others += 1;
-            self.ended_unread = true;
+            self.count_runner_ended_by_others();
         }
         let Some(watched) = file.watched else {
             return;

@@ -174,8 +174,7 @@ impl KevyPolicy {
             return;
         }
         if std::mem::take(&mut self.following_seen) && !clamped {
-            self.runners_ended_by_others += 1;
-            self.ended_unread = true;
+            self.count_runner_ended_by_others();
             tracing::warn!(
                 role = %info.role, upstream = ?info.master_host, port = ?info.master_port,
                 "kevy: someone else moved this replica off the upstream the elector set; how far its runner got was last read a poll ago, so the elector votes as if it held the whole stream until it joins it again"
@@ -199,8 +198,7 @@ impl KevyPolicy {
         if clamped {
             return;
         }
-        self.runners_ended_by_others += 1;
-        self.ended_unread = true;
+        self.count_runner_ended_by_others();
         tracing::warn!(
             role = %info.role, upstream = ?info.master_host, port = ?info.master_port,
             watched = %watched.host, watched_port = watched.port,
@@ -217,11 +215,18 @@ impl KevyPolicy {
         if self.resumed.is_none() {
             return;
         }
-        match replication.map(ReplicationInfo::parse) {
-            Some(Ok(info)) => self.check_resumed(&info, false),
-            _ => self.check_resumed(&ReplicationInfo::default(), false),
-        }
+        let info = replication
+            .and_then(|text| ReplicationInfo::parse(text).ok())
+            .unwrap_or_default();
+        self.check_resumed(&info, false);
         self.resumed = None;
+    }
+
+    /// One more runner someone else ended, kept in the watch file until
+    /// the node joins an upstream we set again (`watch`).
+    pub(super) fn count_runner_ended_by_others(&mut self) {
+        self.runners_ended_by_others += 1;
+        self.ended_unread = true;
     }
 
     /// An increase of the watchdog's count on a node we read: a quiesce we
